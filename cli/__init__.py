@@ -1,0 +1,1 @@
+"""The ``stabkit`` command line (installed as the package ``stabkit_cli``)."""

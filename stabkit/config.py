@@ -1,0 +1,128 @@
+"""RunConfig: everything that defines one paired run, validated up front.
+
+The CLI, config files and the Python API all build a :class:`RunConfig`; ``config.json`` in a run
+directory is its ``to_dict()`` so a run can be re-created exactly. Validation happens here, before any
+output is written, and every bad value raises a one-line :class:`~stabkit.errors.ConfigError`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from stabkit.errors import ConfigError, require
+from stabkit.tasks.options import TaskOptions
+
+PERTURBATIONS = ("client", "sample", "none")
+CLIENT_MODES = ("active", "population")
+DTYPES = ("float32", "float64")
+
+CLIENT_MODE_HELP = (
+    "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
+    "neighbours in every round, exactly as in the per-round stability proofs behind FedSAGD's Table 1 "
+    "(the default, so measured curves are comparable with the bounds); population: the two populations "
+    "differ in one client (FedSAGD Def. 3.4), which acts only in rounds where that client is sampled."
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One paired experiment: algorithm, task, federation, optimisation and perturbation settings."""
+
+    algo: str = "fedavg"
+    hp: dict = field(default_factory=dict)
+    task: str = "digits"
+    task_options: TaskOptions = field(default_factory=TaskOptions)
+    model: Optional[str] = None  # None: the task's default model
+    hidden: int = 64
+    perturb: str = "client"
+    client_mode: str = "active"
+    pairs: int = 8
+    rounds: int = 100
+    participation: float = 0.25
+    clients_per_round: Optional[int] = None  # overrides participation when given
+    local_steps: int = 10
+    batch_size: Union[int, str] = 16  # or "full"
+    lr: float = 0.05
+    global_lr: float = 1.0
+    lr_decay: float = 1.0
+    weight_decay: float = 0.0
+    clip: Optional[float] = None
+    dtype: str = "float32"
+    device: str = "auto"
+    init: str = "default"
+    seed: int = 0
+    eval_every: int = 1
+    local_rounds: tuple = (0,)
+
+    def __post_init__(self):
+        require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
+        require(self.client_mode in CLIENT_MODES, "client_mode", self.client_mode,
+                f"one of {', '.join(CLIENT_MODES)}")
+        require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
+        for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, name, value, "a positive integer")
+        for name in ("lr", "global_lr"):
+            value = getattr(self, name)
+            require(_is_real(value) and value > 0 and math.isfinite(value), name, value, "a positive number")
+        require(_is_real(self.lr_decay) and 0 < self.lr_decay <= 1, "lr_decay", self.lr_decay,
+                "a number in (0, 1] (per-round multiplicative decay of the client lr)")
+        require(_is_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", self.weight_decay,
+                "a non-negative number")
+        require(self.clip is None or (_is_real(self.clip) and self.clip > 0), "clip", self.clip,
+                "a positive gradient-norm threshold (or none)")
+        require(_is_real(self.participation) and 0 < self.participation <= 1, "participation",
+                self.participation, "a fraction in (0, 1]")
+        require(self.batch_size == "full" or (isinstance(self.batch_size, int) and self.batch_size >= 1),
+                "batch_size", self.batch_size, "a positive integer or 'full'")
+        s = self.sampled_clients
+        require(isinstance(s, int) and s >= 1, "clients_per_round", s, "a positive integer")
+        require(s <= self.task_options.clients, "clients_per_round", s,
+                f"at most the number of clients ({self.task_options.clients})")
+        require(all(isinstance(r, int) and 0 <= r < self.rounds for r in self.local_rounds), "local_rounds",
+                list(self.local_rounds), f"round indices in [0, {self.rounds})")
+        require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", self.device,
+                "auto, cpu or cuda[:N]")
+        require(isinstance(self.hp, dict), "hp", self.hp, "a mapping of hyperparameter names to values")
+
+    @property
+    def sampled_clients(self) -> int:
+        """s = |S_t|: clients_per_round if given, else round(participation * M), at least 1."""
+        if self.clients_per_round is not None:
+            return self.clients_per_round
+        return max(1, int(round(self.participation * self.task_options.clients)))
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["local_rounds"] = list(self.local_rounds)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        """Build from a (possibly partial) mapping, e.g. a config file; unknown keys are errors."""
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        task_known = {f.name for f in dataclasses.fields(TaskOptions)}
+        opts = dict(d.pop("task_options", {}) or {})
+        for key in list(d):
+            if key in task_known:
+                opts[key] = d.pop(key)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"invalid config key {unknown[0]!r}: allowed keys are "
+                              f"{', '.join(sorted(known | task_known))}")
+        if "local_rounds" in d:
+            d["local_rounds"] = tuple(d["local_rounds"])
+        try:
+            return cls(task_options=TaskOptions(**opts), **d)
+        except TypeError as e:  # wrong value types that dataclass construction itself rejects
+            raise ConfigError(f"invalid config: {e}") from None
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)

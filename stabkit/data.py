@@ -1,0 +1,54 @@
+"""FederatedData: a task's clients as padded tensors, indexed by *physical* client row.
+
+Rows ``0..M-1`` are the training population, ``M..M+H-1`` the held-out clients, and further rows are
+neighbour clients built by a perturbation (e.g. client i with one sample replaced). Trajectories map
+their logical clients to rows (``stabkit.perturbation``), so the two runs of a pair share one store.
+Each row also has an ``origin`` (the task client it derives from) whose validation split it uses.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from stabkit.tasks.base import Task
+
+
+def _pad(arrays: list, dtype, device) -> tuple:
+    n = np.array([len(a) for a in arrays], dtype=np.int64)
+    shape = arrays[0].shape[1:]
+    out = np.zeros((len(arrays), max(1, int(n.max())), *shape), dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[i, : len(a)] = a
+    return torch.as_tensor(out, device=device).to(dtype), torch.as_tensor(n, device=device)
+
+
+class FederatedData:
+    """Padded per-client training data, validation data, flat evaluation views and the test split."""
+
+    def __init__(self, task: Task, extra: list, dtype: torch.dtype, device: torch.device):
+        """``extra``: ``[(x, y, origin)]`` neighbour clients appended after the task's clients."""
+        xs = list(task.train_x) + [e[0] for e in extra]
+        ys = list(task.train_y) + [e[1] for e in extra]
+        self.origin = np.array(list(range(task.num_clients)) + [e[2] for e in extra], dtype=np.int64)
+        ydtype = torch.long if task.kind == "classification" else dtype
+        self.x, self.n = _pad(xs, dtype, device)
+        self.y = _pad(ys, ydtype, device)[0]
+        self.n_np = self.n.cpu().numpy()
+        self.num_rows = len(xs)
+        self.num_train_clients = task.num_train_clients
+        self.num_task_clients = task.num_clients
+        # Flat views for evaluation: every row's training samples, every task client's val samples.
+        self.flat_x = torch.as_tensor(np.concatenate(xs), device=device).to(dtype)
+        self.flat_y = torch.as_tensor(np.concatenate(ys), device=device).to(ydtype)
+        self.flat_owner = torch.as_tensor(np.repeat(np.arange(len(xs)), self.n_np), device=device)
+        n_val = np.array([len(v) for v in task.val_x], dtype=np.int64)
+        self.val_x = torch.as_tensor(np.concatenate(task.val_x), device=device).to(dtype)
+        self.val_y = torch.as_tensor(np.concatenate(task.val_y), device=device).to(ydtype)
+        self.val_owner = torch.as_tensor(np.repeat(np.arange(task.num_clients), n_val), device=device)
+        self.test_x = torch.as_tensor(task.test_x, device=device).to(dtype)
+        self.test_y = torch.as_tensor(task.test_y, device=device).to(ydtype)
+
+    def gather(self, rows: torch.Tensor, idx: torch.Tensor):
+        """Samples ``idx[..., b]`` of client rows ``rows[...]``: x ``[..., B, *shape]``, y ``[..., B]``."""
+        r = rows[..., None].expand_as(idx)
+        return self.x[r, idx], self.y[r, idx]

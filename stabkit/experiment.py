@@ -1,0 +1,145 @@
+"""``run_pair``: build everything a paired run needs, run it round by round, and write the run directory.
+
+Validation (config, task, model, algorithm hyperparameters, init file, output directory) all happens
+before anything is written. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf)
+stops at the round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pandas as pd
+import torch
+
+from stabkit import __version__
+from stabkit.algorithms import build_algorithm
+from stabkit.config import RunConfig
+from stabkit.data import FederatedData
+from stabkit.engine import PairedEngine
+from stabkit.errors import ConfigError
+from stabkit.flatmodel import FlatModel
+from stabkit.init import initial_parameters
+from stabkit.metrics import TRAJ, Evaluator
+from stabkit.models import build_model
+from stabkit.perturbation import build_neighbours
+from stabkit.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
+from stabkit.summary import summarize
+from stabkit.tasks import build_task
+
+FLUSH_EVERY = 10  # rounds between atomic metric flushes
+
+
+def default_out_dir(cfg: RunConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{cfg.algo}-{cfg.perturb}-{cfg.task}-{stamp}"
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"invalid device={name!r}: CUDA is not available here; use cpu or auto")
+    return torch.device(name)
+
+
+class PairedRun:
+    """A fully built, validated paired experiment (nothing written yet)."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.algo = build_algorithm(cfg.algo, cfg.hp)
+        self.task = build_task(cfg.task, cfg.task_options)
+        model_name = cfg.model or self.task.default_model
+        make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
+        make_module()  # validates model/task compatibility before anything else happens
+        self.device = resolve_device(cfg.device)
+        dtype = getattr(torch, cfg.dtype)
+        self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
+        self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
+        self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
+        theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
+        self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
+        self.evaluator = Evaluator(self.model, self.data, self.nb)
+        self.rows: list = []
+        self.local_rows: list = []
+
+    def _log(self, t: int, rec, evaluate: bool) -> bool:
+        """Append the rows of round t; return False if the state is no longer finite."""
+        eng, R = self.engine, self.cfg.pairs
+        disc = eng.discrepancy()
+        cols = {"round": np.full(R, t), "pair": np.arange(R), "disc": disc, "disc_sq": disc ** 2,
+                "lr": np.full(R, self.cfg.lr * self.cfg.lr_decay ** max(t - 1, 0))}
+        if rec is not None:
+            cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms)
+        for name, v in eng.server.items():
+            cols[f"disc_{name}"] = (v[:, 0] - v[:, 1]).norm(dim=-1).cpu().numpy()
+            for j, tr in enumerate(TRAJ):
+                cols[f"norm_{name}_{tr}"] = v[:, j].norm(dim=-1).cpu().numpy()
+        finite = bool(torch.isfinite(eng.x).all())
+        if evaluate and finite:
+            for name, v in self.evaluator.evaluate(eng.x, None if rec is None else rec.rows).items():
+                for j, tr in enumerate(TRAJ):
+                    cols[f"{name}_{tr}"] = v[:, j]
+                    finite &= bool(np.isfinite(v[:, j]).all()) or name.endswith("acc")
+        self.rows.append(pd.DataFrame(cols))
+        if rec is not None:
+            for k, l1, l2, l3 in rec.local:
+                self.local_rows.append(pd.DataFrame({"round": t - 1, "pair": np.arange(R), "k": k,
+                                                     "l1_a": l1[:, 0], "l1_b": l1[:, 1], "l2": l2, "l3": l3}))
+        return finite
+
+    def run(self, out: Path, progress: Optional[Callable] = None) -> dict:
+        """Run all rounds, writing ``out``; return the summary."""
+        cfg = self.cfg
+        out = prepare_run_dir(out)
+        atomic_write_json(out / "config.json", {**cfg.to_dict(), "versions": versions(),
+                                                "device_used": str(self.device), "d": self.model.d})
+        start = time.perf_counter()
+        status, diverged_round, t = "completed", None, 0
+        previous = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            self._log(0, None, evaluate=True)
+            for t in range(1, cfg.rounds + 1):
+                rec = self.engine.step(t - 1, track_local=(t - 1) in cfg.local_rounds)
+                evaluate = t % cfg.eval_every == 0 or t == cfg.rounds
+                if not self._log(t, rec, evaluate):
+                    status, diverged_round = "diverged", t
+                    break
+                if progress is not None:
+                    progress(t)
+                if t % FLUSH_EVERY == 0:
+                    self._flush(out)
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            torch.use_deterministic_algorithms(previous)
+        elapsed = time.perf_counter() - start
+        df = self._flush(out)
+        summary = summarize(df, status=status, diverged_round=diverged_round, wall_s=elapsed,
+                            rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
+        atomic_write_json(out / "summary.json", summary)
+        return summary
+
+    def _flush(self, out: Path) -> pd.DataFrame:
+        df = pd.concat(self.rows, ignore_index=True)
+        atomic_write_csv(out / "metrics.csv", df)
+        if self.local_rows:
+            atomic_write_csv(out / "local.csv", pd.concat(self.local_rows, ignore_index=True))
+        return df
+
+
+def versions() -> dict:
+    return {"stabkit": __version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None) -> dict:
+    """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``)."""
+    run = PairedRun(cfg)
+    return run.run(Path(out) if out is not None else default_out_dir(cfg), progress)

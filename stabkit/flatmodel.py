@@ -1,0 +1,87 @@
+"""A ``torch.nn.Module`` run functionally on flat parameter vectors, batched over clients.
+
+Per-client state, averaging and ||x - x'|| are single tensor ops on flat vectors ``[..., d]``; the
+module is only a shape template evaluated with ``torch.func.functional_call``. ``grads`` computes the
+minibatch-loss gradients of many clients at once with ``vmap(grad(...))`` (no Python loop over
+clients); ``evaluate`` gives per-sample losses, correctness and the gradient of a weighted full-data
+loss for several models on shared data.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, grad_and_value, vmap
+
+
+class FlatModel:
+    """Shape template + loss for flat parameter vectors of dimension ``d``."""
+
+    def __init__(self, module: torch.nn.Module, kind: str, dtype: torch.dtype, device: torch.device):
+        self.module = module.to(dtype=dtype, device=device)
+        self.kind = kind
+        params = dict(self.module.named_parameters())
+        self.names = list(params)
+        self.shapes = [p.shape for p in params.values()]
+        self.numels = [p.numel() for p in params.values()]
+        self.d = sum(self.numels)
+        self.dtype, self.device = dtype, device
+        self._batched_grad = vmap(grad(self._batch_loss))
+        self._batched_grad_weighted = vmap(grad(self._weighted_loss))
+        self._eval = vmap(grad_and_value(self._eval_loss, has_aux=True), in_dims=(0, None, None, 0))
+        self._forward_losses = vmap(self._losses, in_dims=(0, None, None))
+
+    def flatten(self) -> torch.Tensor:
+        """The module's current parameters as one flat vector."""
+        return torch.cat([p.detach().reshape(-1) for p in self.module.parameters()])
+
+    def unflatten(self, theta: torch.Tensor) -> dict:
+        return {n: t.view(s) for n, t, s in zip(self.names, torch.split(theta, self.numels), self.shapes)}
+
+    def per_sample_loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.kind == "regression":
+            return 0.5 * (out[..., 0] - y) ** 2
+        return F.cross_entropy(out, y, reduction="none")
+
+    def forward(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.module, self.unflatten(theta), (x,))
+
+    def _batch_loss(self, theta, x, y):
+        return self.per_sample_loss(self.forward(theta, x), y).mean()
+
+    def _weighted_loss(self, theta, x, y, w):
+        return (self.per_sample_loss(self.forward(theta, x), y) * w).sum() / w.sum()
+
+    def _losses(self, theta, x, y):
+        out = self.forward(theta, x)
+        losses = self.per_sample_loss(out, y)
+        if self.kind == "regression":
+            correct = torch.full_like(losses, math.nan)
+        else:
+            correct = (out.argmax(-1) == y).to(losses.dtype)
+        return losses, correct
+
+    def _eval_loss(self, theta, x, y, w):
+        losses, correct = self._losses(theta, x, y)
+        return (losses * w).sum(), (losses.detach(), correct)
+
+    def grads(self, theta, x, y, w=None) -> torch.Tensor:
+        """Minibatch-loss gradients ``[P, d]`` for ``P`` clients: theta ``[P, d]``, x ``[P, B, ...]``.
+
+        ``w`` (``[P, B]``, optional) masks padded samples in full-batch mode.
+        """
+        if w is None:
+            return self._batched_grad(theta, x, y)
+        return self._batched_grad_weighted(theta, x, y, w)
+
+    def evaluate(self, theta, x, y, w):
+        """For models theta ``[Q, d]`` on shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss
+        ``[Q, d]``, per-sample losses ``[Q, N]`` and correctness ``[Q, N]`` (NaN for regression)."""
+        g, (_, (losses, correct)) = self._eval(theta, x, y, w)
+        return g, losses, correct
+
+    @torch.no_grad()
+    def losses(self, theta, x, y):
+        """Per-sample losses and correctness ``[Q, N]`` of models theta ``[Q, d]`` (no gradient)."""
+        return self._forward_losses(theta, x, y)

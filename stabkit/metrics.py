@@ -1,0 +1,76 @@
+"""Per-round evaluation of both trajectories of every pair.
+
+For each global model (pair r, trajectory j) on its own federation:
+
+* ``train_loss`` / ``train_acc``: f(x) = (1/M) sum_i F_i(x) over the trajectory's training population
+  (client-uniform weights, the papers' objective; partitions are balanced so it equals the pooled mean),
+  and ``grad_norm_sq`` = ||grad f(x)||^2 on the same full training data;
+* ``test_loss`` / ``test_acc`` on the test split and ``gap`` = test loss - train loss;
+* ``part_loss`` / ``part_acc``: training loss on the clients that took part in the round;
+* ``r_e`` (semi-empirical risk, FedSAGD eq. 2): mean over the round's clients of the loss on their own
+  held-out (validation) data; ``r_u``: mean loss on held-out clients neither run ever trains on;
+  ``client_gap`` = r_u - r_e.
+
+All models are evaluated in one batched call per data split.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from stabkit.data import FederatedData
+from stabkit.flatmodel import FlatModel
+from stabkit.perturbation import Neighbours
+
+TRAJ = ("a", "b")
+
+
+def _segment_mean(values: torch.Tensor, owner: torch.Tensor, num: int) -> torch.Tensor:
+    """Mean of ``values [Q, N]`` per owner id -> ``[Q, num]`` (NaN where an owner has no samples)."""
+    total = torch.zeros(values.shape[0], num, dtype=values.dtype, device=values.device)
+    total.index_add_(1, owner, values)
+    count = torch.bincount(owner, minlength=num).to(values.dtype)
+    return total / count
+
+
+class Evaluator:
+    """Evaluates ``x [R, 2, d]``; the train weights depend only on each trajectory's population."""
+
+    def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours):
+        self.model, self.data, self.nb = model, data, nb
+        R, _, M = nb.cmap.shape
+        sizes = data.n.to(data.flat_x.dtype)
+        member = torch.zeros(R * 2, data.num_rows, dtype=data.flat_x.dtype, device=data.flat_x.device)
+        member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
+        self.train_w = (member / (M * sizes))[:, data.flat_owner]  # [2R, N]
+        self.origin = torch.as_tensor(data.origin, device=data.flat_x.device)
+        self.unseen = torch.as_tensor(nb.unseen_pool, device=data.flat_x.device)
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
+        """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""
+        R, _, d = x.shape
+        m, data = self.model, self.data
+        theta = x.reshape(R * 2, d)
+        with torch.enable_grad():
+            g, losses, correct = m.evaluate(theta, data.flat_x, data.flat_y, self.train_w)
+        out = {
+            "train_loss": (losses * self.train_w).sum(1),
+            "train_acc": (correct * self.train_w).sum(1),
+            "grad_norm_sq": g.pow(2).sum(1),
+        }
+        test_losses, test_correct = m.losses(theta, data.test_x, data.test_y)
+        out["test_loss"], out["test_acc"] = test_losses.mean(1), test_correct.mean(1)
+        out["gap"] = out["test_loss"] - out["train_loss"]
+        row_loss = _segment_mean(losses, data.flat_owner, data.num_rows)
+        out["r_u"] = row_loss[:, self.unseen].mean(1)
+        if rows is not None:
+            rows_t = torch.as_tensor(rows.reshape(R * 2, -1), device=x.device)
+            row_acc = _segment_mean(correct, data.flat_owner, data.num_rows)
+            out["part_loss"] = row_loss.gather(1, rows_t).mean(1)
+            out["part_acc"] = row_acc.gather(1, rows_t).mean(1)
+            val_losses, _ = m.losses(theta, data.val_x, data.val_y)
+            val_loss = _segment_mean(val_losses, data.val_owner, data.num_task_clients)
+            out["r_e"] = val_loss.gather(1, self.origin[rows_t]).mean(1)
+            out["client_gap"] = out["r_u"] - out["r_e"]
+        return {k: v.reshape(R, 2).cpu().numpy() for k, v in out.items()}

@@ -1,0 +1,27 @@
+"""Task registry: build a :class:`~stabkit.tasks.base.Task` by name from :class:`TaskOptions`.
+
+All randomness comes from ``np.random.default_rng(opts.seed)``, so equal options give identical arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stabkit.errors import require
+from stabkit.tasks.base import Task
+from stabkit.tasks.digits import build_digits
+from stabkit.tasks.npz import build_npz
+from stabkit.tasks.options import TaskOptions
+from stabkit.tasks.quadratic import build_quadratic
+from stabkit.tasks.synthetic import build_synthetic
+
+_BUILDERS = {"digits": build_digits, "synthetic": build_synthetic,
+             "quadratic": build_quadratic, "npz": build_npz}
+TASKS = tuple(_BUILDERS)
+
+__all__ = ["TASKS", "Task", "TaskOptions", "build_task"]
+
+
+def build_task(name: str, opts: TaskOptions) -> Task:
+    """Build task ``name`` (one of :data:`TASKS`) with options ``opts``."""
+    require(name in _BUILDERS, "task", name, f"one of {', '.join(TASKS)}")
+    return _BUILDERS[name](opts, np.random.default_rng(opts.seed))
