@@ -104,11 +104,12 @@ class RunConfig:
         """Build from a (possibly partial) mapping, e.g. a config file; unknown keys are errors."""
         d = dict(d)
         known = {f.name for f in dataclasses.fields(cls)}
-        task_known = {f.name for f in dataclasses.fields(TaskOptions)}
+        # Task options may also be given flat; the data seed is ``data_seed`` (``seed`` is the run's).
+        task_known = {f.name for f in dataclasses.fields(TaskOptions)} - {"seed"} | {"data_seed"}
         opts = dict(d.pop("task_options", {}) or {})
         for key in list(d):
             if key in task_known:
-                opts[key] = d.pop(key)
+                opts["seed" if key == "data_seed" else key] = d.pop(key)
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"invalid config key {unknown[0]!r}: allowed keys are "

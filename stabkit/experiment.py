@@ -30,6 +30,7 @@ from stabkit.perturbation import build_neighbours
 from stabkit.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
 from stabkit.summary import summarize
 from stabkit.tasks import build_task
+from stabkit.tasks.base import Task
 
 FLUSH_EVERY = 10  # rounds between atomic metric flushes
 
@@ -50,10 +51,11 @@ def resolve_device(name: str) -> torch.device:
 class PairedRun:
     """A fully built, validated paired experiment (nothing written yet)."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
+        """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``."""
         self.cfg = cfg
         self.algo = build_algorithm(cfg.algo, cfg.hp)
-        self.task = build_task(cfg.task, cfg.task_options)
+        self.task = task if task is not None else build_task(cfg.task, cfg.task_options)
         model_name = cfg.model or self.task.default_model
         make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
         make_module()  # validates model/task compatibility before anything else happens
@@ -139,7 +141,7 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
-def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None) -> dict:
+def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None) -> dict:
     """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``)."""
-    run = PairedRun(cfg)
+    run = PairedRun(cfg, task)
     return run.run(Path(out) if out is not None else default_out_dir(cfg), progress)

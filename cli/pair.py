@@ -1,0 +1,177 @@
+"""``stabkit pair``: run one algorithm on two neighbouring federations with coupled randomness.
+
+The options are generated from ``RunConfig`` and ``TaskOptions`` (defaults come from the dataclasses);
+algorithm hyperparameters are given as ``--hp NAME=VALUE`` for every algorithm alike. A config file
+(``--config run.yaml|json``, keys as in ``config.json`` of a run) supplies values for options not given
+on the command line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+import yaml
+
+from stabkit.config import CLIENT_MODE_HELP, RunConfig
+from stabkit.errors import ConfigError
+from stabkit.experiment import PairedRun, default_out_dir
+from stabkit.summary import format_summary
+from stabkit.tasks.options import TaskOptions
+
+_RUN_DEFAULTS = RunConfig()
+_TASK_DEFAULTS = TaskOptions()
+
+# (config key, click type, help). Defaults are read from the dataclasses.
+OPTIONS = [
+    ("algo", str, "algorithm (see `stabkit algos`)"),
+    ("perturb", str, "what differs between the runs: client, sample (one training sample replaced by a fresh "
+                     "draw from its client's distribution) or none (null pair)"),
+    ("client_mode", str, CLIENT_MODE_HELP),
+    ("task", str, "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), quadratic "
+                  "(least squares with known L, μ, σ_g), npz (your own file, --npz-path)"),
+    ("model", str, "logistic, mlp, cnn or linear (default: the task's)"),
+    ("hidden", int, "hidden width of the MLP"),
+    ("pairs", int, "independent replicate pairs R (different perturbed clients/samples and seeds)"),
+    ("rounds", int, "communication rounds T"),
+    ("participation", float, "fraction of clients sampled per round, in (0, 1]"),
+    ("clients_per_round", int, "clients sampled per round s (overrides --participation)"),
+    ("local_steps", int, "local steps K per round"),
+    ("batch_size", str, "minibatch size, or 'full' for full-batch gradients"),
+    ("lr", float, "client learning rate η_l"),
+    ("global_lr", float, "server learning rate η"),
+    ("lr_decay", float, "per-round multiplicative decay of η_l, in (0, 1]"),
+    ("weight_decay", float, "weight decay added to every local gradient"),
+    ("clip", float, "clip each minibatch gradient to this norm (default: no clipping)"),
+    ("dtype", str, "float32 or float64"),
+    ("device", str, "auto, cpu or cuda[:N]"),
+    ("init", str, "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both runs start from"),
+    ("seed", int, "seed of all coupled random streams (init, sampling, minibatches, perturbation)"),
+    ("eval_every", int, "evaluate losses/accuracies every this many rounds (discrepancy is logged every round)"),
+    ("local_rounds", str, "comma-separated rounds at which local discrepancy per local step is logged"),
+]
+TASK_OPTIONS = [
+    ("clients", int, "training clients M"),
+    ("heldout_clients", int, "held-out clients (half replace clients, half estimate the unseen-client risk)"),
+    ("partition", str, "iid, dirichlet or shards (digits, npz-free tasks with pooled data)"),
+    ("dirichlet_alpha", float, "Dirichlet label-skew concentration α > 0"),
+    ("shards_per_client", int, "shards per client for --partition shards"),
+    ("val_fraction", float, "fraction of each client's samples held out for its validation split"),
+    ("data_seed", int, "seed of the data generation and partition"),
+    ("synthetic_alpha", float, "Synthetic(α, β): variance of the model heterogeneity"),
+    ("synthetic_beta", float, "Synthetic(α, β): variance of the feature heterogeneity"),
+    ("dim", int, "synthetic feature dimension"),
+    ("classes", int, "synthetic number of classes"),
+    ("samples_per_client", int, "synthetic/quadratic training samples per client"),
+    ("quad_dim", int, "quadratic dimension"),
+    ("quad_condition", float, "quadratic condition number L/μ"),
+    ("quad_heterogeneity", float, "quadratic spread of client optima"),
+    ("quad_noise", float, "quadratic target noise"),
+    ("npz_path", str, "npz file with arrays x, y, client (optional x_test, y_test)"),
+]
+
+
+def _default(key):
+    if key == "data_seed":
+        return _TASK_DEFAULTS.seed
+    if any(f.name == key for f in dataclasses.fields(TaskOptions)):
+        return getattr(_TASK_DEFAULTS, key)
+    value = getattr(_RUN_DEFAULTS, key)
+    return ",".join(map(str, value)) if key == "local_rounds" else value
+
+
+def _options(f):
+    for key, typ, text in reversed(OPTIONS + TASK_OPTIONS):
+        default = _default(key)
+        f = click.option(f"--{key.replace('_', '-')}", key, type=typ, default=default,
+                         show_default=default is not None, help=text)(f)
+    return f
+
+
+def _parse_value(text: str):
+    """A --hp value: none/null, int, float, or a plain string."""
+    if text.lower() in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _convert(key, value):
+    if value is None:
+        return None
+    if key == "batch_size":
+        if value == "full":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"invalid batch_size={value!r}: a positive integer or 'full'") from None
+    if key == "local_rounds" and isinstance(value, str):
+        try:
+            return tuple(int(v) for v in value.split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"invalid local_rounds={value!r}: comma-separated round indices") from None
+    return value
+
+
+def _read_config(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"invalid config={path!r}: no such file (expected a .yaml/.yml/.json run config)")
+    try:
+        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise ConfigError(f"invalid config={path!r}: not valid {p.suffix[1:] or 'json'} ({type(e).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config={path!r}: expected a mapping of option names to values")
+    data.pop("versions", None), data.pop("device_used", None), data.pop("d", None)
+    return data
+
+
+def build_config(params: dict, explicit: set, config_path, hp_items) -> RunConfig:
+    """Merge config file values with the command line (explicit options win) into a RunConfig."""
+    values = _read_config(config_path) if config_path else {}
+    for key, value in params.items():
+        if key in explicit or key not in values and key not in (values.get("task_options") or {}):
+            values[key] = _convert(key, value)
+    hp = dict(values.get("hp") or {})
+    for item in hp_items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
+        hp[name.strip()] = _parse_value(text.strip())
+    values["hp"] = hp
+    values["local_rounds"] = _convert("local_rounds", values.get("local_rounds"))
+    values["batch_size"] = _convert("batch_size", values.get("batch_size"))
+    return RunConfig.from_dict(values)
+
+
+@click.command()
+@_options
+@click.option("--hp", "hp_items", multiple=True, metavar="NAME=VALUE",
+              help="algorithm hyperparameter (repeatable), e.g. --hp beta=0.9 --hp mu=0.01")
+@click.option("--config", "config_path", default=None, help="run config file (.yaml/.json); options override it")
+@click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.pass_context
+def pair(ctx, hp_items, config_path, out, quiet, **params):
+    """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
+    explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+    cfg = build_config(params, explicit, config_path, hp_items)
+    run = PairedRun(cfg)
+    out_dir = Path(out) if out else default_out_dir(cfg)
+    from tqdm import tqdm
+
+    with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
+              desc=f"{cfg.algo} {cfg.perturb}") as bar:
+        summary = run.run(out_dir, progress=lambda t: bar.update(1))
+    click.echo(format_summary(summary))
+    if summary["status"] == "diverged":
+        click.echo(f"run diverged (non-finite parameters or losses) at round {summary['diverged_round']}; "
+                   f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
+        ctx.exit(1)
