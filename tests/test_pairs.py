@@ -1,0 +1,122 @@
+"""Paired-run invariants: null pairs, determinism, coupling of the random streams, batched = loop."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from stabkit import RunConfig, TaskOptions, load_local, load_run, run_pair
+from stabkit.experiment import PairedRun
+from stabkit.sampling import batch_positions
+
+NULL_CONFIGS = {
+    "digits-mlp-minibatch": dict(),
+    "synthetic-full-batch-wd-clip": dict(task="synthetic", batch_size="full", weight_decay=0.01, clip=1.0,
+                                         task_options=TaskOptions(clients=10, samples_per_client=30)),
+    "quadratic-float64-decay": dict(task="quadratic", dtype="float64", lr_decay=0.97, global_lr=0.5,
+                                    task_options=TaskOptions(clients=8, samples_per_client=20)),
+    "digits-cnn-iid": dict(model="cnn", task_options=TaskOptions(partition="iid")),
+}
+
+
+@pytest.mark.parametrize("algo", ["fedavg", "fedprox", "fedsagd"])
+@pytest.mark.parametrize("setting", list(NULL_CONFIGS))
+def test_null_pair_has_exactly_zero_discrepancy(tmp_path, algo, setting):
+    cfg = RunConfig(algo=algo, perturb="none", rounds=6, pairs=2, local_rounds=(0, 3), **NULL_CONFIGS[setting])
+    run_pair(cfg, out=tmp_path)
+    df = load_run(tmp_path)
+    assert (df["disc"] == 0).all()
+    for col in ("train_loss", "test_loss", "grad_norm_sq", "r_e"):
+        assert np.array_equal(df[f"{col}_a"].to_numpy(), df[f"{col}_b"].to_numpy(), equal_nan=True)
+    if algo == "fedsagd":
+        assert (df["disc_v"] == 0).all() and (df["norm_v_a"].iloc[-1] > 0)
+    local = load_local(tmp_path)
+    assert (local["l2"] == 0).all() and (local["l3"] == local["l1_a"]).all() and (local["l1_a"] > 0).any()
+
+
+def test_same_seed_gives_identical_files_and_other_seed_differs(tmp_path):
+    cfg = RunConfig(algo="fedsagd", rounds=8, pairs=3, local_rounds=(2,))
+    for name in ("a", "b"):
+        run_pair(cfg, out=tmp_path / name)
+    run_pair(cfg.replace(seed=1), out=tmp_path / "c")
+    for f in ("metrics.csv", "local.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert (tmp_path / "a" / "metrics.csv").read_bytes() != (tmp_path / "c" / "metrics.csv").read_bytes()
+
+
+@pytest.mark.parametrize("perturb,mode", [("sample", "active"), ("client", "population")])
+def test_runs_are_identical_until_the_perturbation_first_acts(tmp_path, perturb, mode):
+    cfg = RunConfig(algo="fedavg", perturb=perturb, client_mode=mode, rounds=30, pairs=6, eval_every=10)
+    summary = run_pair(cfg, out=tmp_path)
+    df = load_run(tmp_path)
+    firsts = []
+    for pair, g in df.groupby("pair"):
+        g = g.set_index("round")
+        first = g.index[g["hit"] == 1].min()
+        firsts.append(first)
+        assert (g.loc[: first - 1, "disc"] == 0).all(), f"pair {pair} differs before its first hit"
+        assert (g.loc[first:, "disc"] > 0).all(), f"pair {pair} identical after its first hit"
+    assert max(firsts) > 1, "every pair was hit in round 1: the test would not see the coupling"
+    assert summary["first_hit_round"] == firsts
+
+
+def test_sample_mode_hit_is_the_replaced_index_being_drawn():
+    """The hit flag is computed independently here from the coupled minibatch positions."""
+    run = PairedRun(RunConfig(algo="fedavg", perturb="sample", rounds=10, pairs=4))
+    nb = run.nb
+    for t in range(10):
+        S, rows = run.engine.round_rows(t)
+        rec = run.engine.step(t)
+        sizes = run.data.n_np[rows]
+        idx = batch_positions(0, t, sizes, 10, 16)
+        for r in range(4):
+            slots = np.flatnonzero(S[r] == nb.perturbed_client[r])
+            expected = any((idx[r, 1, sl] == nb.perturbed_position[r]).any() for sl in slots)
+            assert rec.hit[r] == expected
+    # the replaced sample really differs, and only there
+    r0, i0, j0 = 0, nb.perturbed_client[0], nb.perturbed_position[0]
+    original, copy_row = run.data.x[i0], run.data.x[nb.perturbed_row[r0]]
+    differs = (original != copy_row).flatten(1).any(1)
+    assert differs.nonzero().flatten().tolist() == [j0]
+
+
+def test_active_mode_swaps_one_slot_every_round():
+    run = PairedRun(RunConfig(algo="fedavg", perturb="client", client_mode="active", pairs=3))
+    for t in range(5):
+        _, rows = run.engine.round_rows(t)
+        different = rows[:, 0] != rows[:, 1]
+        assert (different.sum(axis=1) == 1).all()
+        assert np.isin(rows[:, 1][different], run.nb.replacement_pool).all()
+
+
+def test_batched_engine_equals_a_plain_loop_over_clients():
+    """Reference: one nn.Module per client, torch.optim.SGD, state averaging, same coupled indices."""
+    cfg = RunConfig(algo="fedavg", perturb="client", pairs=2, rounds=2, local_steps=3, batch_size=8,
+                    dtype="float64", lr=0.1, weight_decay=0.01)
+    run = PairedRun(cfg)
+    data, template = run.data, run.model.module
+    x = run.engine.x.clone()
+    expected = torch.empty_like(x)
+    for t in range(cfg.rounds):
+        _, rows = run.engine.round_rows(t)
+        idx = batch_positions(cfg.seed, t, data.n_np[rows], cfg.local_steps, cfg.batch_size)
+        for r in range(cfg.pairs):
+            for j in range(2):
+                states = []
+                for slot in range(rows.shape[2]):
+                    model = copy.deepcopy(template)
+                    torch.nn.utils.vector_to_parameters(x[r, j].clone(), model.parameters())
+                    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+                    row = rows[r, j, slot]
+                    for k in range(cfg.local_steps):
+                        batch = torch.as_tensor(idx[r, j, slot, k])
+                        opt.zero_grad()
+                        loss = torch.nn.functional.cross_entropy(model(data.x[row, batch]), data.y[row, batch])
+                        loss.backward()
+                        opt.step()
+                    states.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach())
+                expected[r, j] = torch.stack(states).mean(0)
+        x = expected.clone()
+        run.engine.step(t)
+        torch.testing.assert_close(run.engine.x, expected, rtol=0, atol=1e-12)
+    assert run.engine.discrepancy().min() > 0
