@@ -26,7 +26,7 @@ cli.add_command(algos)
 
 def main(argv=None) -> None:
     try:
-        cli.main(args=argv, prog_name="stabkit", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="stabkit", standalone_mode=False)
     except ConfigError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -36,5 +36,5 @@ def main(argv=None) -> None:
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}", err=True)
         sys.exit(e.exit_code)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+    if isinstance(code, int) and code:  # ctx.exit(n) in non-standalone mode returns n
+        sys.exit(code)
