@@ -44,6 +44,9 @@ OPTIONS = [
     ("lr_decay", float, "per-round multiplicative decay of η_l, in (0, 1]"),
     ("weight_decay", float, "weight decay added to every local gradient"),
     ("clip", float, "clip each minibatch gradient to this norm (default: no clipping)"),
+    ("ri_beta", float, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
+                       "x_t + β(x_t − their last local model); 0 = off"),
+    ("ri_aggregation", str, "with RI: model_avg (FedInit paper) or delta_from_init (reference code)"),
     ("dtype", str, "float32 or float64"),
     ("device", str, "auto, cpu or cuda[:N]"),
     ("init", str, "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both runs start from"),

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from stabkit.algorithms.relaxed_init import AGGREGATIONS
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.options import TaskOptions
 
@@ -49,6 +50,8 @@ class RunConfig:
     lr_decay: float = 1.0
     weight_decay: float = 0.0
     clip: Optional[float] = None
+    ri_beta: float = 0.0  # relaxed initialisation (FedInit's RI) around any algorithm; 0 = off
+    ri_aggregation: str = "model_avg"
     dtype: str = "float32"
     device: str = "auto"
     init: str = "default"
@@ -71,6 +74,10 @@ class RunConfig:
                 "a number in (0, 1] (per-round multiplicative decay of the client lr)")
         require(_is_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", self.weight_decay,
                 "a non-negative number")
+        require(_is_real(self.ri_beta) and math.isfinite(self.ri_beta), "ri_beta", self.ri_beta,
+                "a real number (0 = no relaxed initialisation)")
+        require(self.ri_aggregation in AGGREGATIONS, "ri_aggregation", self.ri_aggregation,
+                f"one of {', '.join(AGGREGATIONS)}")
         require(self.clip is None or (_is_real(self.clip) and self.clip > 0), "clip", self.clip,
                 "a positive gradient-norm threshold (or none)")
         require(_is_real(self.participation) and 0 < self.participation <= 1, "participation",

@@ -31,6 +31,7 @@ class RoundRecord:
     theta_max: np.ndarray  # max raw minibatch-gradient norm, both trajectories
     theta_rms: np.ndarray  # rms of the same
     local: list = field(default_factory=list)  # (k, l1 [R, 2], l2 [R], l3 [R]) at requested rounds
+    grad_evals: float = 1.0  # minibatch/full gradient evaluations per client per local step
 
 
 class PairedEngine:
@@ -42,9 +43,8 @@ class PairedEngine:
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]
         self.x = theta0[:, None, :].expand(R, 2, d).clone()
-        zeros = lambda *shape: torch.zeros(*shape, d, dtype=theta0.dtype, device=theta0.device)
-        self.server = {name: zeros(R, 2) for name in algo.server_state}
-        self.client_state = {name: zeros(R, 2, data.num_rows) for name in algo.client_state}
+        self.server, self.client_state = algo.init_state(self.x, data.num_rows)
+        self.grad_evals = 0
         self.full_batch = cfg.batch_size == "full"
 
     def round_rows(self, t: int) -> tuple:
@@ -57,16 +57,15 @@ class PairedEngine:
             rows[np.arange(self.R), 1, slot] = repl
         return S, rows
 
-    def _batches(self, t: int, rows: np.ndarray):
-        """Sample indices ``[R, 2, s, K, B]`` (or full-batch indices and mask) for round t."""
+    def _batches(self, t: int, rows: np.ndarray) -> torch.Tensor:
+        """Sample indices ``[R, 2, s, K, B]`` of round t; full batch: ``[R, 2, s, 1, n_max]``, padding -1."""
         sizes = self.data.n_np[rows]
         if self.full_batch:
-            n_max = int(sizes.max())
-            idx = np.broadcast_to(np.arange(n_max), (*rows.shape, n_max))
-            mask = torch.as_tensor(idx < sizes[..., None], dtype=self.x.dtype, device=self.x.device)
-            return torch.as_tensor(np.ascontiguousarray(idx), device=self.x.device), mask
-        idx = batch_positions(self.cfg.seed, t, sizes, self.cfg.local_steps, self.cfg.batch_size)
-        return torch.as_tensor(idx, device=self.x.device), None
+            idx = np.arange(int(sizes.max()))
+            idx = np.where(idx < sizes[..., None], idx, -1)[..., None, :]
+        else:
+            idx = batch_positions(self.cfg.seed, t, sizes, self.cfg.local_steps, self.cfg.batch_size)
+        return torch.as_tensor(idx, device=self.x.device)
 
     def _hit(self, S: np.ndarray, rows: np.ndarray, idx: torch.Tensor) -> np.ndarray:
         nb = self.nb
@@ -80,53 +79,76 @@ class PairedEngine:
             return (in_slot[..., None, None] & drawn).flatten(1).any(1).cpu().numpy()
         return np.zeros(self.R, dtype=bool)
 
+    def _process(self, g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The engine's shared gradient treatment: norm clipping of the loss gradient, then weight decay."""
+        if self.cfg.clip is not None:
+            g = g * (self.cfg.clip / (g.norm(dim=-1, keepdim=True) + 1e-6)).clamp(max=1.0)
+        if self.cfg.weight_decay:
+            g = g + self.cfg.weight_decay * y
+        return g
+
+    def _grad_fns(self, rows_t: torch.Tensor, idx: torch.Tensor):
+        """Gradient closures for the round's clients: minibatch of step k, and full local data."""
+        R, _, s = rows_t.shape
+        d = self.x.shape[-1]
+        model, data = self.model, self.data
+
+        def batched(z, xb, yb, w):
+            g = model.grads(z.reshape(-1, d), xb.flatten(0, 2), yb.flatten(0, 2),
+                            None if w is None else w.flatten(0, 2))
+            self.grad_evals += 1
+            return g.reshape(R, 2, s, d)
+
+        cache = {}
+
+        def full(z):  # gathers each client's whole local data set on first use in the round
+            if not cache:
+                n = data.n[rows_t]
+                full_idx = torch.arange(int(n.max()), device=idx.device).expand(R, 2, s, -1)
+                cache["batch"] = (*data.gather(rows_t, full_idx), (full_idx < n[..., None]).to(self.x.dtype))
+            return batched(z, *cache["batch"])
+
+        if self.full_batch:
+            return (lambda k: full), full
+        return (lambda k: (lambda z, b=data.gather(rows_t, idx[..., k, :]): batched(z, *b, None))), full
+
     def step(self, t: int, track_local: bool = False) -> RoundRecord:
         """Run round t on both trajectories of every pair and return what it measured."""
         cfg, R, s, d = self.cfg, self.R, self.s, self.x.shape[-1]
         S, rows = self.round_rows(t)
-        idx, mask = self._batches(t, rows)
+        idx = self._batches(t, rows)
         rows_t = torch.as_tensor(rows, device=self.x.device)
+        at_rows = (torch.arange(R)[:, None, None], torch.arange(2)[None, :, None], rows_t)
+        step_grad, full_grad = self._grad_fns(rows_t, idx)
         ctx = RoundContext(
             t=t, x=self.x, x0=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
-            client={n: v[torch.arange(R)[:, None, None], torch.arange(2)[None, :, None], rows_t]
-                    for n, v in self.client_state.items()},
+            client={n: v[at_rows] for n, v in self.client_state.items()},
             lr=cfg.lr * cfg.lr_decay ** t, global_lr=cfg.global_lr, local_steps=cfg.local_steps,
-            num_clients=self.M)
+            num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
+        self.grad_evals = 0
         y = self.algo.client_start(ctx, ctx.x0.clone())
-        norms = []
-        local = []
+        ctx.start = y
+        norms, local = [], []
         for k in range(cfg.local_steps):
             if track_local:
                 local.append((k, *_local_discrepancy(y)))
-            if self.full_batch:
-                xb, yb = self.data.gather(rows_t, idx)
-                g_fn = lambda z: self.model.grads(z.reshape(-1, d), xb.flatten(0, 2), yb.flatten(0, 2),
-                                                  mask.flatten(0, 2)).reshape(R, 2, s, d)
-            else:
-                xb, yb = self.data.gather(rows_t, idx[..., k, :])
-                g_fn = lambda z: self.model.grads(z.reshape(-1, d), xb.flatten(0, 2),
-                                                  yb.flatten(0, 2)).reshape(R, 2, s, d)
-            ctx.grad_fn = g_fn
-            g = g_fn(y)
-            gnorm = g.norm(dim=-1)
-            norms.append(gnorm)
-            if cfg.clip is not None:
-                g = g * (cfg.clip / (gnorm + 1e-6)).clamp(max=1.0)[..., None]
-            if cfg.weight_decay:
-                g = g + cfg.weight_decay * y
-            y = self.algo.local_step(ctx, y, g, k)
+            ctx.grad_fn = step_grad(k)
+            g = ctx.grad_fn(self.algo.grad_point(ctx, y, k))
+            norms.append(g.norm(dim=-1))
+            y = self.algo.local_step(ctx, y, ctx.process(g, y), k)
         if track_local:
             local.append((cfg.local_steps, *_local_discrepancy(y)))
         uploads, new_client = self.algo.client_finish(ctx, y)
         means = {name: u.mean(dim=2) for name, u in uploads.items()}
         for name, value in new_client.items():
-            self.client_state[name][torch.arange(R)[:, None, None], torch.arange(2)[None, :, None], rows_t] = value
+            self.client_state[name][at_rows] = value
         self.x, new_server = self.algo.server_update(ctx, means)
         self.server = {**self.server, **new_server}
         norms = torch.stack(norms)  # [K, R, 2, s]
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
-        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local)
+        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local,
+                           self.grad_evals / cfg.local_steps)
 
     def discrepancy(self) -> np.ndarray:
         """||x_t - x'_t||_2 per pair."""

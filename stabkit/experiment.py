@@ -18,6 +18,7 @@ import torch
 
 from stabkit import __version__
 from stabkit.algorithms import build_algorithm
+from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config import RunConfig
 from stabkit.data import FederatedData
 from stabkit.engine import PairedEngine
@@ -54,7 +55,7 @@ class PairedRun:
     def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
         """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``."""
         self.cfg = cfg
-        self.algo = build_algorithm(cfg.algo, cfg.hp)
+        self.algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
         self.task = task if task is not None else build_task(cfg.task, cfg.task_options)
         model_name = cfg.model or self.task.default_model
         make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
@@ -77,7 +78,8 @@ class PairedRun:
         cols = {"round": np.full(R, t), "pair": np.arange(R), "disc": disc, "disc_sq": disc ** 2,
                 "lr": np.full(R, self.cfg.lr * self.cfg.lr_decay ** max(t - 1, 0))}
         if rec is not None:
-            cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms)
+            cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms,
+                        grad_evals=np.full(R, rec.grad_evals))
         for name, v in eng.server.items():
             cols[f"disc_{name}"] = (v[:, 0] - v[:, 1]).norm(dim=-1).cpu().numpy()
             for j, tr in enumerate(TRAJ):

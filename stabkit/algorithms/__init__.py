@@ -1,11 +1,28 @@
-"""Registry of FL algorithms: ``ALGORITHMS[name]`` is the class; ``build_algorithm`` validates."""
+"""Registry of FL algorithms, discovered from the modules of this package.
+
+Every module defines its algorithm as an :class:`Algorithm` subclass with a ``name``; ``ALGORITHMS``
+maps names to classes (FedAvg first, then alphabetical) and ``build_algorithm`` validates a name and
+its hyperparameters.
+"""
+import importlib
+import pkgutil
+
 from stabkit.algorithms.base import Algorithm, HParams, RoundContext
-from stabkit.algorithms.fedavg import FedAvg
-from stabkit.algorithms.fedprox import FedProx
-from stabkit.algorithms.fedsagd import FedSAGD
 from stabkit.errors import ConfigError
 
-ALGORITHMS = {cls.name: cls for cls in (FedAvg, FedProx, FedSAGD)}
+
+def _discover() -> dict:
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, Algorithm) and obj.__module__ == module.__name__
+                    and "name" in vars(obj)):
+                found[obj.name] = obj
+    return dict(sorted(found.items(), key=lambda kv: (kv[0] != "fedavg", kv[0])))
+
+
+ALGORITHMS = _discover()
 
 
 def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:

@@ -6,7 +6,9 @@ style of FedJAX's ``client_init / client_step / client_final`` + server update:
 * ``client_start(ctx, y)``: the local model a client starts from (``x_t`` broadcast; lookahead methods
   override it),
 * ``local_step(ctx, y, g, k)``: one local step from the stochastic gradient ``g`` (already including
-  the engine's weight decay and clipping),
+  the engine's weight decay and clipping; ``g`` is evaluated at ``grad_point(ctx, y, k)``, ``y`` by
+  default; methods that need more gradients call ``ctx.grad_fn`` / ``ctx.full_grad_fn`` and treat them
+  with ``ctx.process``, and every call is counted),
 * ``client_finish(ctx, y)``: what each client uploads (averaged over the round's clients by the engine)
   and its new per-client state,
 * ``server_update(ctx, means)``: the new global model and server state.
@@ -29,9 +31,14 @@ from stabkit.errors import ConfigError, require
 
 def hp(default, doc: str, low: Optional[float] = None, high: Optional[float] = None,
        low_open: bool = False, high_open: bool = False, optional: bool = False):
-    """Declare a hyperparameter: default, one-line meaning and allowed range (the single source of truth)."""
+    """Declare a numeric hyperparameter: default, one-line meaning and allowed range (the single source of truth)."""
     return dataclasses.field(default=default, metadata=dict(
         doc=doc, low=low, high=high, low_open=low_open, high_open=high_open, optional=optional))
+
+
+def choice(default: str, doc: str, choices: tuple):
+    """Declare a named-variant hyperparameter (e.g. a spec's UNCERTAIN reading) with its allowed names."""
+    return dataclasses.field(default=default, metadata=dict(doc=doc, choices=tuple(choices)))
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,9 @@ class HParams:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             meta = f.metadata
+            if "choices" in meta:
+                require(value in meta["choices"], f.name, value, f"one of {', '.join(meta['choices'])}")
+                continue
             if value is None and meta.get("optional"):
                 continue
             require(isinstance(value, (int, float)) and not isinstance(value, bool), f.name, value,
@@ -59,6 +69,8 @@ class HParams:
 
 
 def _range_text(meta) -> str:
+    if "choices" in meta:
+        return "one of " + "|".join(meta["choices"])
     low, high = meta.get("low"), meta.get("high")
     lo = "(-inf" if low is None else ("(" if meta.get("low_open") else "[") + f"{low:g}"
     hi = "inf)" if high is None else f"{high:g}" + (")" if meta.get("high_open") else "]")
@@ -79,7 +91,12 @@ class RoundContext:
     global_lr: float
     local_steps: int  # K
     num_clients: int  # M, training population size
-    grad_fn: Optional[Callable] = None  # y -> stochastic gradient at y on the current minibatch
+    sampled: int  # s, clients per round
+    start: Optional[torch.Tensor] = None  # [R, 2, s, d] where local training starts (x_t unless RI/lookahead)
+    grad_fn: Optional[Callable] = None  # y -> minibatch-loss gradient at y on the current minibatch
+    full_grad_fn: Optional[Callable] = None  # y -> gradient of each client's full local loss at y
+    process: Optional[Callable] = None  # (g, y) -> g clipped and with weight decay, as the engine does
+    local: dict = dataclasses.field(default_factory=dict)  # an algorithm's per-round local variables
 
 
 class Algorithm:
@@ -105,11 +122,27 @@ class Algorithm:
                 raise ConfigError(f"invalid hyperparameter {key!r} for {cls.name}: allowed are {allowed}")
         return cls(cls.params_cls(**values))
 
+    def init_state(self, x0: torch.Tensor, num_rows: int):
+        """Initial ``(server, client)`` state: ``server[name]`` is ``[R, 2, d]``, ``client[name]`` is
+        ``[R, 2, num_rows, d]`` (one row per physical client). Default: zeros for every declared name."""
+        R, _, d = x0.shape
+        server = {n: torch.zeros_like(x0) for n in self.server_state}
+        client = {n: x0.new_zeros(R, 2, num_rows, d) for n in self.client_state}
+        return server, client
+
     def client_start(self, ctx: RoundContext, y: torch.Tensor) -> torch.Tensor:
         return y
 
+    def grad_point(self, ctx: RoundContext, y: torch.Tensor, k: int) -> torch.Tensor:
+        """Where the engine evaluates step k's minibatch gradient (lookahead / perturbed methods move it)."""
+        return y
+
+    def step_lr(self, ctx: RoundContext, k: int) -> float:
+        """Learning rate of local step k (constant within a round unless an algorithm schedules it)."""
+        return ctx.lr
+
     def local_step(self, ctx: RoundContext, y: torch.Tensor, g: torch.Tensor, k: int) -> torch.Tensor:
-        return y - ctx.lr * g
+        return y - self.step_lr(ctx, k) * g
 
     def client_finish(self, ctx: RoundContext, y: torch.Tensor):
         """Return ``(uploads, new_client_state)``; uploads are averaged over the round's clients."""

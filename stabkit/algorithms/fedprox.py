@@ -20,4 +20,4 @@ class FedProx(Algorithm):
     params_cls = FedProxParams
 
     def local_step(self, ctx, y, g, k):
-        return y - ctx.lr * (g + self.p.lam * (y - ctx.x0))
+        return y - self.step_lr(ctx, k) * (g + self.p.lam * (y - ctx.x0))

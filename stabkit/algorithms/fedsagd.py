@@ -41,7 +41,7 @@ class FedSAGD(Algorithm):
     def local_step(self, ctx, y, g, k):
         p = self.p
         m = self.beta_local * ctx.server["v"][:, :, None, :] + g
-        return y - ctx.lr * (m + (p.lam + p.mu) * y - p.lam * ctx.x0)
+        return y - self.step_lr(ctx, k) * (m + (p.lam + p.mu) * y - p.lam * ctx.x0)
 
     def server_update(self, ctx, means):
         beta, delta = self.p.beta, means["delta"]
