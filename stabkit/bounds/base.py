@@ -1,0 +1,140 @@
+"""Bound machinery: a run's setting, the Bound record, per-round recursions and the registry.
+
+Every paper bound is a small function ``f(setting) -> Bound`` registered for one or more algorithms
+with :func:`register`. Bounds on the global discrepancy are evaluated as per-round recursions
+``D_{t+1} <= a_t D_t + b_t`` (:func:`iterate`), so learning-rate schedules and measured time-varying
+constants (Θ_t, ||v_t||) just work; closed forms are attached where they exist so tests can check that
+both agree. Every bound carries its validity conditions: a bound whose conditions fail is reported as
+such (``Bound.valid`` is False and ``failed`` names them), never silently drawn as if it held.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+# Canonical names of the constants a Setting may carry (estimators in stabkit.constants):
+CONSTANTS = {
+    "theta_max": "max raw minibatch-gradient norm over both runs, all rounds, clients, steps (Θ_emp_max)",
+    "theta_rms": "rms of the same (Θ_emp_rms)",
+    "L": "smoothness: largest Hessian eigenvalue of f along the trajectory (+ weight decay)",
+    "sigma_l2": "local minibatch-gradient variance at the run's batch size (max over clients)",
+    "sigma_l2_sample": "per-sample gradient variance (batch size 1, max over clients)",
+    "sigma_g2": "heterogeneity max_i ||grad F_i - grad f||^2 (max over probe iterates)",
+    "sigma_g2_mean": "heterogeneity, mean over clients",
+    "G": "max per-sample loss-gradient norm (Lipschitz constant of the loss)",
+    "L_G": "max ||grad f(x_t)|| along the trajectory",
+    "F0": "initial gap f(x_0) - min_t f(x_t)",
+    "f_star": "min_t f(x_t), proxy of the empirical minimum",
+    "mu_pl": "PL constant min_t ||grad f||^2 / (2 (f - f_star))",
+    "U": "max per-sample loss observed",
+}
+
+# Canonical names of measured curves (means over pairs, index t = 0..T):
+MEASURED = {
+    "disc": "||x_t - x'_t||", "disc_sq": "||x_t - x'_t||^2", "grad_norm_sq": "||grad f(x_t)||^2",
+    "train_loss": "f(x_t)", "test_loss": "test loss", "gap": "test - train loss",
+    "theta_t": "per-round max raw gradient norm (index t = the round producing x_t; entry 0 unused)",
+    "state_norm_sum/<name>": "||s_t|| + ||s'_t|| of a server state vector (e.g. FedSAGD's v)",
+}
+
+
+@dataclass
+class Setting:
+    """What bounds need from a run: its configuration, estimated constants and measured curves."""
+
+    algo: str
+    hp: dict  # the algorithm's full hyperparameters (defaults filled in)
+    K: int
+    T: int
+    s: int  # clients per round
+    M: int  # training clients
+    n: int  # samples per client (min over training clients)
+    b: int  # batch size (n for full batch)
+    lr: np.ndarray  # client lr of rounds 0..T-1 (after per-round decay)
+    global_lr: float = 1.0
+    weight_decay: float = 0.0
+    constants: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+
+    def const(self, name: str) -> float:
+        """A constant by canonical name; KeyError names the missing constant."""
+        if name not in self.constants or self.constants[name] is None:
+            raise KeyError(f"constant {name!r} ({CONSTANTS.get(name, '?')}) is not available")
+        return float(self.constants[name])
+
+
+@dataclass
+class Bound:
+    """One instantiated bound: values over rounds (or local steps) plus where it comes from and whether it holds."""
+
+    name: str  # e.g. "fedsagd.theorem"
+    algo: str
+    quantity: str  # "disc" | "disc_sq" | "local_disc" | "excess_risk" | "gen_gap" | "divergence" | ...
+    form: str  # "paper" | "corrected" | "theorem" | "table1" | "rigorous" | ...
+    source: str  # spec section, e.g. "fedsagd.md §3.2"
+    values: np.ndarray  # index t = 0..T (or k = 0..K for local bounds)
+    closed_form: Optional[np.ndarray] = None
+    conditions: dict = field(default_factory=dict)  # condition text -> bool
+    derived: dict = field(default_factory=dict)  # Gamma, zeta, asymptote, crossover ...
+    note: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return all(self.conditions.values())
+
+    @property
+    def failed(self) -> list:
+        return [c for c, ok in self.conditions.items() if not ok]
+
+
+def iterate(a, b, d0: float = 0.0) -> np.ndarray:
+    """``D_0 = d0``, ``D_{t+1} = a_t D_t + b_t`` for t = 0..T-1; ``a``, ``b`` scalars or length-T arrays.
+
+    Returns ``[T + 1]``. T is the length of the longer of a and b (both scalars: T = 1).
+    """
+    a, b = np.atleast_1d(np.asarray(a, float)), np.atleast_1d(np.asarray(b, float))
+    T = max(len(a), len(b))
+    a, b = np.broadcast_to(a, (T,)), np.broadcast_to(b, (T,))
+    out = np.empty(T + 1)
+    out[0] = d0
+    for t in range(T):
+        out[t + 1] = a[t] * out[t] + b[t]
+    return out
+
+
+_REGISTRY: dict = {}  # algo -> list of (name, fn)
+
+
+def register(*algos: str, name: str) -> Callable:
+    """Decorator: ``fn(setting) -> Bound | list[Bound]`` applies to runs of ``algos``."""
+
+    def deco(fn):
+        for algo in algos:
+            _REGISTRY.setdefault(algo, []).append((name, fn))
+        return fn
+
+    return deco
+
+
+def bounds_for(setting: Setting) -> list:
+    """Every registered bound for the setting's algorithm; bounds missing a constant are skipped and
+    listed in the returned bounds' ``note`` of a placeholder with ``conditions={'constants available': False}``."""
+    out = []
+    for name, fn in _REGISTRY.get(setting.algo, []):
+        try:
+            result = fn(setting)
+        except KeyError as e:
+            missing = e.args[0] if e.args else str(e)
+            nan = np.full(setting.T + 1, np.nan)
+            out.append(Bound(name, setting.algo, "disc", "unavailable", "", nan,
+                             conditions={"constants available": False}, note=str(missing)))
+            continue
+        out.extend(result if isinstance(result, list) else [result])
+    return out
+
+
+def registered() -> dict:
+    """``algo -> [bound names]`` (for docs and tests)."""
+    return {a: [n for n, _ in fns] for a, fns in _REGISTRY.items()}
