@@ -1,0 +1,35 @@
+"""FedANAG, "analog" Nesterov (Zhang et al. 2025; FedSAGD paper App. C.10 for the local rule, the authors'
+``fed_nesterov`` code for the server rule, UNCERTAIN-08; fedsagd.md §2.10).
+
+State: server v (v_0 = 0), in the gradient direction.
+
+    client: y <- y - eta_l ((1 + beta) g_i(y) + beta^2 v_t)      (= g + beta (beta v_t + g): Nesterov on beta v_t + g)
+    server: Delta = mean_i (y_K - x_t)
+            v_{t+1} = beta/(1+beta) v_t - Delta / ((1+beta) eta_l K)    (FedSAGD's line 15)
+            x_{t+1} = x_t + eta Delta
+
+The server rule is FedSAGD's (Algorithm 1 lines 15-16), so FedANAG subclasses FedSAGD and replaces only
+the local step. beta = 0 is FedAvg bit for bit.
+"""
+from dataclasses import dataclass
+
+from stabkit.algorithms._baseline_common import on_clients
+from stabkit.algorithms.base import HParams, hp
+from stabkit.algorithms.fedsagd import FedSAGD
+
+
+@dataclass(frozen=True)
+class FedANAGParams(HParams):
+    beta: float = hp(0.9, "momentum coefficient beta (local and server)", low=0.0, high=1.0, high_open=True)
+
+
+class FedANAG(FedSAGD):
+    name = "fedanag"
+    title = "FedANAG"
+    reference = ("Zhang et al. 2025 (FedANAG); FedSAGD paper App. C.10, server rule from the authors' code "
+                 "(fedsagd.md §2.10)")
+    params_cls = FedANAGParams
+
+    def local_step(self, ctx, y, g, k):
+        b = self.p.beta
+        return y - self.step_lr(ctx, k) * ((1 + b) * g + b ** 2 * on_clients(ctx.server["v"]))

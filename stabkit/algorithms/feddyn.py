@@ -1,0 +1,53 @@
+"""FedDyn (Acar et al. 2021; FedSAGD paper App. C.4; fedsagd.md §2.4). The paper's lambda is Acar's alpha.
+
+State: client h_i, server h (zero at t = 0).
+
+    client: y <- y - eta_l (g_i(y) - h_i + lam (y - x_t))        (gradient of the *squared* penalty lam/2 ||y - x_t||^2)
+            h_i <- h_i - lam (y_K - x_t) ; upload d_i = y_K - x_t
+    server: h <- h - (lam/M) sum_{i in S_t} d_i                  (= (s/M) lam mean_i d_i)
+            original:  x_{t+1} = x_t + eta mean_i d_i - h/lam    (eta = 1: Acar's mean_i y_i - h/lam)
+            analysis:  x_{t+1} = x_t + eta mean_i d_i            (App. C drops the h-correction)
+
+Variant ``server`` (spec §2.4 / errata 6): ``original`` (default, Acar et al.; needs lam > 0) or
+``analysis``. h is maintained in both. With server=analysis and lam = 0, FedDyn is FedAvg bit for bit.
+"""
+from dataclasses import dataclass
+
+from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.errors import require
+
+
+@dataclass(frozen=True)
+class FedDynParams(HParams):
+    lam: float = hp(0.01, "dynamic regularisation weight lambda (Acar et al.'s alpha)", low=0.0)
+    server: str = choice("original", "server rule: original = mean_i y_i - h/lambda (Acar et al.), "
+                         "analysis = mean_i y_i (the paper's App. C simplification)", ("original", "analysis"))
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.lam > 0 or self.server == "analysis", "lam", self.lam,
+                "> 0 with server=original (the server divides by lambda); lam = 0 needs server=analysis")
+
+
+class FedDyn(Algorithm):
+    name = "feddyn"
+    title = "FedDyn"
+    reference = "Acar et al. 2021, ICLR; FedSAGD paper App. C.4 (fedsagd.md §2.4)"
+    params_cls = FedDynParams
+    server_state = ("h",)
+    client_state = ("h_i",)
+
+    def local_step(self, ctx, y, g, k):
+        return y - self.step_lr(ctx, k) * (g - ctx.client["h_i"] + self.p.lam * (y - ctx.x0))
+
+    def client_finish(self, ctx, y):
+        d = y - ctx.x0
+        return {"delta": d}, {"h_i": ctx.client["h_i"] - self.p.lam * d}
+
+    def server_update(self, ctx, means):
+        lam = self.p.lam
+        h = ctx.server["h"] - (lam * ctx.sampled / ctx.num_clients) * means["delta"]
+        x = ctx.x + ctx.global_lr * means["delta"]
+        if self.p.server == "original":
+            x = x - h / lam
+        return x, {"h": h}
