@@ -1,0 +1,61 @@
+"""FedLESAM (Fan et al., ICML 2024; fedswa.md §1.8): locally estimated global SAM perturbation.
+
+    client i stores theta_old_i = the global model it received at its previous participation
+    round t: delta = theta_old_i - x_t;  eps = rho delta / ||delta||_2   (fixed for the whole round)
+             each step: y <- y - eta_l grad l_B(y + eps)       (ONE gradient evaluation: ``grad_point``)
+    after the round: theta_old_i <- x_t;  server: FedAvg.
+
+The gradient at y + eps is processed at y (clipping, weight decay mu y), as for FedSAM. eps = 0 where
+delta = 0. First participation (no theta_old), UNCERTAIN-U35, ``first``:
+  * ``sgd`` (default, the spec's suggestion): eps = 0, plain SGD steps. "Has participated" is the client
+    state ``seen`` (0 until the client's first round, then 1; only its first entry is read);
+  * ``x0``: theta_old starts at the initial global model x_0 (as if received before round 0), so a
+    client's first round perturbs along x_0 - x_t (eps = 0 in round 0).
+Per-client state is carried by the engine for clients that are not sampled. rho = 0 is FedAvg bit for bit.
+(Fan et al.'s FedLESAM-S / -D variants on SCAFFOLD / FedDyn are not implemented.)
+"""
+from dataclasses import dataclass
+
+import torch
+
+from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.sam import l2_perturbation
+
+FIRST = ("sgd", "x0")
+
+
+@dataclass(frozen=True)
+class FedLESAMParams(HParams):
+    rho: float = hp(0.05, "perturbation radius rho_sam (UNCERTAIN-U12/U35)", low=0.0)
+    first: str = choice("sgd", "first participation (UNCERTAIN-U35): sgd = no perturbation, "
+                        "x0 = theta_old starts at the initial global model", FIRST)
+
+
+class FedLESAM(Algorithm):
+    name = "fedlesam"
+    title = "FedLESAM"
+    reference = "Fan et al. 2024, ICML (FedLESAM); FedSWA paper baseline (fedswa.md §1.8)"
+    params_cls = FedLESAMParams
+    client_state = ("theta_old", "seen")
+
+    def init_state(self, x0, num_rows):
+        server, client = super().init_state(x0, num_rows)
+        if self.p.first == "x0":
+            client["theta_old"] = x0[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
+        return server, client
+
+    def perturbation(self, ctx):
+        """eps of the round's clients [R, 2, s, d], computed once per round."""
+        if "eps" not in ctx.local:
+            eps = l2_perturbation(ctx.client["theta_old"] - ctx.x0, self.p.rho)
+            if self.p.first == "sgd":
+                eps = torch.where(ctx.client["seen"][..., :1] > 0, eps, torch.zeros_like(eps))
+            ctx.local["eps"] = eps
+        return ctx.local["eps"]
+
+    def grad_point(self, ctx, y, k):
+        return y + self.perturbation(ctx)
+
+    def client_finish(self, ctx, y):
+        uploads, _ = super().client_finish(ctx, y)
+        return uploads, {"theta_old": ctx.x0, "seen": torch.ones_like(ctx.x0)}

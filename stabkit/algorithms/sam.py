@@ -1,0 +1,88 @@
+"""Shared sharpness-aware-minimisation (SAM) machinery for the SAM baselines (fedswa.md §1.8, §1.9).
+
+SAM's first-order inner maximisation perturbs the local model along the (scaled) gradient direction a:
+
+    L2 (Foret et al.):        eps = rho a / ||a||_2                          (per client vector)
+    adaptive (ASAM, Kwon):    T = |y| + eta (element-wise),  eps = rho T^2 a / ||T a||_2
+
+and the descent then uses the gradient at the perturbed point on the same minibatch:
+g_SAM = grad l_B(y + eps) (one more gradient evaluation per local step). Where the norm is zero the
+perturbation is zero (no NaN), and rho = 0 gives eps = 0 exactly, so y + eps == y bit for bit.
+
+``LocalSAM`` turns any client rule into its SAM version: it replaces the gradient handed to the rule's
+``local_step`` by g_SAM (FedSAM = LocalSAM on FedAvg's rule; ``class X(LocalSAM, FedProx)`` would be
+FedProx-SAM). Subclasses change ``perturbation`` (FedASAM) or ``descend`` (MoFedSAM).
+
+Ascent direction (``ascent``): the engine hands ``local_step`` the *processed* g (clipped, plus weight
+decay mu y). PyTorch SAM implementations (Foret et al., davda54/sam, Qu et al.'s FedSAM) ascend along the
+raw minibatch loss gradient; weight decay is applied by the base optimiser only. ``ascent="loss"``
+(default) therefore removes the weight-decay term, a = g - ctx.process(0, y) = g - mu y, without any
+extra gradient evaluation; clipping only rescales g by a positive scalar and both perturbations are
+invariant to that scale, so a has the raw loss gradient's direction. ``ascent="processed"`` uses g as
+handed over. With weight_decay = 0 both give the same eps. The descent gradient g_SAM is treated like
+every gradient: ``ctx.process(grad(y + eps), y)`` (clipped, weight decay at y, not at y + eps).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+
+ASCENTS = ("loss", "processed")
+
+
+def _scaled(v: torch.Tensor, norm: torch.Tensor, rho: float) -> torch.Tensor:
+    """rho v / norm per client vector, 0 where norm == 0 (then v == 0 too, so no NaN appears)."""
+    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+    return v * (rho / safe)
+
+
+def l2_perturbation(a: torch.Tensor, rho: float) -> torch.Tensor:
+    """SAM's eps = rho a / ||a||_2 over the last dimension (0 where a == 0)."""
+    return _scaled(a, a.norm(dim=-1, keepdim=True), rho)
+
+
+def adaptive_perturbation(a: torch.Tensor, y: torch.Tensor, rho: float, eta: float) -> torch.Tensor:
+    """ASAM's eps = rho T^2 a / ||T a||_2 with T = |y| + eta element-wise (0 where T a == 0)."""
+    T = y.abs() + eta
+    Ta = T * a
+    return _scaled(T * Ta, Ta.norm(dim=-1, keepdim=True), rho)
+
+
+@dataclass(frozen=True)
+class SAMParams(HParams):
+    rho: float = hp(0.05, "SAM perturbation radius rho_sam (0 = no perturbation)", low=0.0)
+    ascent: str = choice("loss", "gradient the perturbation ascends along: loss = raw minibatch loss "
+                         "gradient (weight decay removed; PyTorch SAM), processed = the engine's g",
+                         ASCENTS)
+
+
+class LocalSAM(Algorithm):
+    """Local SAM on the client rule found next in the MRO (FedAvg's SGD step by default)."""
+
+    params_cls = SAMParams
+
+    def ascent_direction(self, ctx, y, g):
+        if self.p.ascent == "loss":
+            return g - ctx.process(torch.zeros_like(g), y)
+        return g
+
+    def perturbation(self, ctx, y, a):
+        return l2_perturbation(a, self.p.rho)
+
+    def sam_gradient(self, ctx, y, g):
+        """g_SAM: the processed minibatch gradient at y + eps (same minibatch; one more evaluation)."""
+        eps = self.perturbation(ctx, y, self.ascent_direction(ctx, y, g))
+        return ctx.process(ctx.grad_fn(y + eps), y)
+
+    def descend(self, ctx, y, g, k):
+        """The underlying client rule applied to the SAM gradient."""
+        return super().local_step(ctx, y, g, k)
+
+    def local_step(self, ctx, y, g, k):
+        return self.descend(ctx, y, self.sam_gradient(ctx, y, g), k)
+
+
+__all__ = ["ASCENTS", "LocalSAM", "SAMParams", "adaptive_perturbation", "l2_perturbation"]
