@@ -1,0 +1,508 @@
+"""Libra (Zeng et al.): model-stability recursions, gradient-norm and excess-risk bounds (libra.md §2.3-§3.5).
+
+Paper symbols -> stabkit: eta_l = ``setting.lr[t]`` (time varying), eta_g = ``setting.global_lr`` (server SGD /
+FOSM), L = ``L``, sigma_l^2 = ``sigma_l2`` (at the run's batch size), sigma_g^2 = ``sigma_g2`` (per-client max,
+L-U25), D = F = ``F0``, C = 1/(2 mu) with mu = ``mu_pl``. Libra's n is the TOTAL number of samples, so
+``n_total = M * n`` enters sigma_n^2 = sigma_l^2 + 3 b sigma_g^2 / n (proof version, L-U4); b/n_i <= 1/2 uses the
+per-client n. s_t = E||x^t - x~^t||^2 (quantity "disc_sq").
+
+Stability evaluators (§3.1):
+  * S-paper   s_{t+1} = (1 + psi eta_g^2) s_t + psi_sigma (eta_l eta_g)^2,  psi = (1+p) psi0,
+              psi_sigma = (1 + 1/p) 16 K sigma_n^2   (form "paper"; p free, default 1)
+  * S-R1      s_{t+1} = ((1 - eta_g) sqrt(s_t) + eta_g sqrt(psi0 s_t + N0))^2  (form "corrected"; eta_g <= 1)
+  * S-FOSM    s_{t+1} = ((1+beta-eta_g nu)^2 + eta_g^2 nu^2 psi0) s_t + beta^2 s_{t-1} + nu^2 N0 eta_g^2 ("paper")
+  * S-FOSM-3  each of the three terms times 3 (Lemma 3, L-U13; form "corrected")
+  with psi0 = (1 + 4 eta_l L)^K and N0 = 16 K sigma_n^2 eta_l^2.
+Closed forms: Thm 2 paper psi_sigma/psi T^{c psi}; safe psi_sigma c zeta(1 + c psi) T^{c psi} (L-U11); Step 3
+psi_sigma/(c psi) T^{1 + c psi} eta~^2; FOSM psi_sigma/(c psi) S_T(q) T^{1 + nu^2 c psi} eta~^2 with
+q = 2 beta (1 + beta) (geometric sum, "corrected") or (1 + beta)^T (Thm 4 form, "paper").
+
+The constant c of eta_g^t <= sqrt(c/t): ``setting.hp["c"]`` if given, else c = eta_g^2 (the condition then
+holds at t = 1 and, for a constant eta_g, fails afterwards: §3.6 "report c_eff(t) = t eta_g^2 and flag").
+
+Measurement side (plain functions, not registered): :func:`excess_risk_dynamics`,
+:func:`minimum_excess_risk_round`, :func:`fitting_regime`, :func:`fit_excess_risk` (§3.4 NNLS fit).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import nnls
+from scipy.special import zeta
+
+from stabkit.bounds.base import Bound, Setting, iterate, register
+
+SRC = "libra.md"
+SERVER_SGD = ("fedavg",)
+FOSM_ALGOS = ("fosm", "fedavgm", "fosm_ema")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# plain functions (explicit numbers)
+# --------------------------------------------------------------------------------------------------------------
+def psi0(lr_l, L, K):
+    """psi0 = (1 + 4 eta_l L)^K (Lemma 5, eq. 12)."""
+    return (1.0 + 4.0 * np.asarray(lr_l, float) * L) ** K
+
+
+def sigma_n2(sigma_l2, sigma_g2, b, n_total):
+    """sigma_l^2 + 3 b sigma_g^2 / n (proof version, L-U4)."""
+    return sigma_l2 + 3.0 * b * sigma_g2 / n_total
+
+
+def noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total):
+    """N0 = 16 K sigma_n^2 eta_l^2 (eq. 14)."""
+    return 16.0 * K * sigma_n2(sigma_l2, sigma_g2, b, n_total) * np.asarray(lr_l, float) ** 2
+
+
+def psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p=None):
+    """psi_sigma = (1 + 1/p) 16 K sigma_n^2 (Thm 2 proof); p=None: 16 K sigma_n^2 (FOSM, no p)."""
+    base = 16.0 * K * sigma_n2(sigma_l2, sigma_g2, b, n_total)
+    return base if p is None else (1.0 + 1.0 / p) * base
+
+
+def stability_paper(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, p=1.0):
+    """S-paper recursion, s_0 = 0; ``lr_l``, ``eta_g`` scalars or length-T arrays. Returns s_0..s_T."""
+    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
+    a = 1.0 + (1.0 + p) * psi0(lr_l, L, K) * eta_g ** 2
+    bb = psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p) * (lr_l * eta_g) ** 2
+    return iterate(a, bb)
+
+
+def stability_r1(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total):
+    """S-R1 (Young's inequality placed correctly, p optimised; R1), s_0 = 0."""
+    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
+    p0, n0 = psi0(lr_l, L, K), noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total)
+    s = np.zeros(len(lr_l) + 1)
+    for t in range(len(lr_l)):
+        s[t + 1] = ((1.0 - eta_g[t]) * np.sqrt(s[t]) + eta_g[t] * np.sqrt(p0[t] * s[t] + n0[t])) ** 2
+    return s
+
+
+def stability_r1_closed(T, lr_l, L, K, sigma_l2, sigma_g2, b, n_total):
+    """S-R1 with eta_g = 1 and constant eta_l: s_t = N0 (psi0^t - 1)/(psi0 - 1), t = 0..T."""
+    p0, n0 = float(psi0(lr_l, L, K)), float(noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total))
+    t = np.arange(T + 1)
+    return n0 * t if p0 == 1.0 else n0 * (p0 ** t - 1.0) / (p0 - 1.0)
+
+
+def geometric_closed(a, b, T):
+    """Closed form of D_{t+1} = a D_t + b, D_0 = 0 (constant a, b)."""
+    t = np.arange(T + 1)
+    return b * t if a == 1.0 else b * (a ** t - 1.0) / (a - 1.0)
+
+
+def stability_fosm(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, beta, nu, three=False):
+    """S-FOSM (eq. 25 literal) or S-FOSM-3 (``three=True``: each term x3, Lemma 3), s_{-1} = s_0 = 0."""
+    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
+    p0, n0 = psi0(lr_l, L, K), noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total)
+    f = 3.0 if three else 1.0
+    s = np.zeros(len(lr_l) + 1)
+    prev = 0.0
+    for t in range(len(lr_l)):
+        a = (1.0 + beta - eta_g[t] * nu) ** 2 + eta_g[t] ** 2 * nu ** 2 * p0[t]
+        s[t + 1] = f * (a * s[t] + beta ** 2 * prev + nu ** 2 * n0[t] * eta_g[t] ** 2)
+        prev = s[t]
+    return s
+
+
+def thm2_paper(T, psi, psi_sig, c):
+    """Thm 2 / eq. (15): s_T <= psi_sigma/psi T^{c psi}."""
+    return psi_sig / psi * np.asarray(T, float) ** (c * psi)
+
+
+def thm2_safe(T, psi, psi_sig, c):
+    """Thm 2 with the valid tail sum (L-U11): psi_sigma c zeta(1 + c psi) T^{c psi}."""
+    return psi_sig * c * zeta(1.0 + c * psi) * np.asarray(T, float) ** (c * psi)
+
+
+def step3_closed(T, psi, psi_sig, c, eta_tilde):
+    """Step 3, eq. (22): s_T <= psi_sigma/(c psi) T^{1 + c psi} eta~^2."""
+    return psi_sig / (c * psi) * np.asarray(T, float) ** (1.0 + c * psi) * eta_tilde ** 2
+
+
+def geometric_sum(q, T):
+    """S_T(q) = sum_{s<T} q^s (= T if q = 1)."""
+    T = np.asarray(T, float)
+    return T if abs(q - 1.0) < 1e-15 else (q ** T - 1.0) / (q - 1.0)
+
+
+def fosm_closed(T, psi, psi_sig, c, eta_tilde, beta, nu, factor="geometric"):
+    """FOSM closed form: psi_sigma/(c psi) F_T T^{1 + nu^2 c psi} eta~^2, F_T = S_T(2 beta (1+beta)) ("geometric")
+    or (1+beta)^T ("thm4") or the printed psi_beta = q^{T-1}/(q-1) ("printed", negative for beta < 0.366)."""
+    T = np.asarray(T, float)
+    q = 2.0 * beta * (1.0 + beta)
+    fac = {"geometric": lambda: geometric_sum(q, T), "thm4": lambda: (1.0 + beta) ** T,
+           "printed": lambda: q ** (T - 1.0) / (q - 1.0)}[factor]()
+    return psi_sig / (c * psi) * fac * T ** (1.0 + nu ** 2 * c * psi) * eta_tilde ** 2
+
+
+def grad_norm_bound(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, D):
+    """§3.2 / eq. (20): (1/T) sum_t E||grad f||^2 <= 2D/(rho T K eta~) + kappa1 eta~/rho + kappa2 K eta_l^2/rho.
+    Returns (value, rho); value is +inf where rho <= 0."""
+    et = lr_l * eta_g
+    rho = (1.0 - 480.0 * L * K * et) / 16.0
+    k1 = 5.0 * L * (sigma_l2 + 6.0 * K * sigma_g2)
+    k2 = 60.0 * L ** 2 * (9.0 * sigma_l2 + K * sigma_g2)
+    if rho <= 0:
+        return np.full(np.shape(T), np.inf) if np.ndim(T) else np.inf, rho
+    T = np.asarray(T, float)
+    return 2.0 * D / (rho * T * K * et) + k1 * et / rho + k2 * K * lr_l ** 2 / rho, rho
+
+
+def corollary1(s, g, L, C, gamma):
+    """Corollary 1: B_t(gamma) = (L+gamma)/2 s_t + (1/(2 gamma) + C) g_t."""
+    return (L + gamma) / 2.0 * np.asarray(s, float) + (1.0 / (2.0 * gamma) + C) * np.asarray(g, float)
+
+
+def gen_gap_bound(s, g, L):
+    """Thm 1 optimised over gamma (gamma* = sqrt(g/s)): (L/2) s + sqrt(s g)."""
+    s, g = np.asarray(s, float), np.asarray(g, float)
+    return L / 2.0 * s + np.sqrt(np.clip(s, 0, None) * np.clip(g, 0, None))
+
+
+def excess_risk_dynamics(s_t, g_t, L, C) -> dict:
+    """Per-round B*_t = (L/2) s_t + sqrt(s_t g_t) + C g_t (Corollary 1 optimised over gamma) and its two parts:
+    ``generalisation`` = (L/2) s_t + sqrt(s_t g_t), ``optimisation`` = C g_t; ``total`` is their sum."""
+    gen = gen_gap_bound(s_t, g_t, L)
+    opt = C * np.asarray(g_t, float)
+    return {"total": gen + opt, "generalisation": gen, "optimisation": opt}
+
+
+def minimum_excess_risk_round(e_t, start: int = 0) -> int:
+    """T* = argmin_t e_t (Definition 1, §2.5), ignoring NaNs and rounds before ``start`` (first occurrence)."""
+    e = np.asarray(e_t, float).copy()
+    e[:start] = np.nan
+    return int(np.nanargmin(e))
+
+
+def fitting_regime(e_t, tol: float = 0.05, tail: float = 0.1, start: int = 0) -> str:
+    """Fitting regime at the END of training relative to T* = argmin e_t (§2.5 Def. 1, §2.12 claim 1, §4.3).
+
+    Libra: the minimum at T* is benign fitting, t < T* is under-fitting, t > T* is over-fitting. Operationalised
+    with a relative tolerance on the curve's range R = max e - min e (over t >= start):
+      * "over-fitting":  the last value lies more than ``tol * R`` above the minimum (e rose again after T*);
+      * "under-fitting": not over-fitting, and e is still decreasing at the end: its mean decrease per round over
+        the last ``tail`` fraction of rounds (at least 1) exceeds ``tol`` times its mean decrease per round over the
+        whole curve, i.e. T* sits at the end of a still-falling curve;
+      * "benign":        otherwise (flat minimum at the end: converged, not yet rising).
+    A constant curve (R = 0) is "benign".
+    """
+    e = np.asarray(e_t, float)[start:]
+    e = e[np.isfinite(e)]
+    R = float(np.max(e) - np.min(e)) if len(e) else 0.0
+    if R <= 0:
+        return "benign"
+    if e[-1] - np.min(e) > tol * R:
+        return "over-fitting"
+    w = max(1, int(round(tail * (len(e) - 1))))
+    overall = (e[0] - e[-1]) / (len(e) - 1)  # mean decrease per round over the whole curve
+    if overall > 0 and (e[-1 - w] - e[-1]) / w > tol * overall:
+        return "under-fitting"
+    return "benign"
+
+
+def fit_excess_risk(e_t, s_t, g_t, start: int = 0) -> dict:
+    """§3.4: fit e_t ~ phi1 s_t + phi2 g_t with phi1, phi2 >= 0 (scipy.optimize.nnls) over t >= start.
+    Returns phi1, phi2, the fitted curve (all t), its argmin ``T_star`` (estimate of T*) and the residual norm."""
+    e, s, g = (np.asarray(v, float) for v in (e_t, s_t, g_t))
+    ok = np.isfinite(e) & np.isfinite(s) & np.isfinite(g)
+    ok[:start] = False
+    A = np.stack([s[ok], g[ok]], axis=1)
+    coef, res = nnls(A, e[ok])
+    fitted = coef[0] * s + coef[1] * g
+    f = np.where(ok, fitted, np.nan)
+    return {"phi1": float(coef[0]), "phi2": float(coef[1]), "fitted": fitted, "T_star": int(np.nanargmin(f)),
+            "residual": float(res)}
+
+
+def lemma1_opt(r0, b, e, d, T):
+    """Lemma 1 (Koloskova et al.): eta* = min{1/d, sqrt(r0/(b T)), (r0/(e T))^{1/3}} and the bound
+    2 sqrt(b r0/T) + 2 e^{1/3} (r0/T)^{2/3} + d r0/T."""
+    cands = [1.0 / d]
+    if b > 0:
+        cands.append(np.sqrt(r0 / (b * T)))
+    if e > 0 and np.isfinite(e):
+        cands.append((r0 / (e * T)) ** (1.0 / 3.0))
+    return 2.0 * np.sqrt(b * r0 / T) + 2.0 * e ** (1.0 / 3.0) * (r0 / T) ** (2.0 / 3.0) + d * r0 / T, min(cands)
+
+
+def e_min_sgd(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, D, C, c, gamma=None, p=1.0,
+              paper_literal=False) -> dict:
+    """E_min via eq. (23) with Lemma 1 (factor 2 restored, L-U10), server SGD. phi1 = (L+gamma)/2 multiplies
+    stability, phi2 = 1/(2 gamma) + C the gradient terms (L-U9; ``paper_literal`` swaps them as printed).
+    gamma defaults to L. Returns value, eta_tilde_star, eta_g_star, rho and the coefficients."""
+    gamma = L if gamma is None else gamma
+    phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + C
+    if paper_literal:
+        phi1, phi2 = phi2, phi1
+    et = lr_l * eta_g
+    rho = (1.0 - 480.0 * L * K * et) / 16.0
+    k1 = 5.0 * L * (sigma_l2 + 6.0 * K * sigma_g2)
+    k2 = 60.0 * L ** 2 * (9.0 * sigma_l2 + K * sigma_g2)
+    psi = (1.0 + p) * float(psi0(lr_l, L, K))
+    psig = psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p)
+    if rho <= 0:
+        return {"value": np.inf, "eta_tilde_star": np.nan, "eta_g_star": np.nan, "rho": rho}
+    Dbar = 2.0 * phi2 * D / (rho * K)
+    k1bar = phi2 * k1 / rho
+    kstab = phi1 * psig / (c * psi) * T ** (1.0 + c * psi)
+    drift = phi2 * k2 * K * lr_l ** 2 / rho
+    val, et_star = lemma1_opt(Dbar, k1bar, kstab, np.sqrt(T / c), T)
+    return {"value": (val + drift) if rho > 0 else np.inf, "eta_tilde_star": et_star, "eta_g_star": et_star / lr_l,
+            "rho": rho, "Dbar": Dbar, "kappa1bar": k1bar, "kappa_stab": kstab, "drift": drift}
+
+
+def e_min_fosm(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, D, C, c, beta, nu, gamma=None,
+               rho_hat=None, factor="geometric", paper_literal=False) -> dict:
+    """E_min via eq. (35) (FOSM). rho_hat defaults to the printed (OCR-garbled, L-U14) formula with c~ = c,
+    minimised over t; Psi1, Psi2 are averaged over t; F_T per :func:`fosm_closed` ``factor``."""
+    gamma = L if gamma is None else gamma
+    phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + C
+    if paper_literal:
+        phi1, phi2 = phi2, phi1
+    et = lr_l * eta_g
+    t = np.arange(int(T))
+    sig_K = sigma_l2 + 6.0 * K * sigma_g2
+    one_b2 = 1.0 - beta ** 2
+    if rho_hat is None:
+        if beta > 0:
+            r = 1.0 - 15.0 / 16.0 * (1.0 + 32.0 * c * (1.0 + 1.0 / beta ** 2) * L * et) \
+                * nu ** 2 * beta ** 2 / one_b2 * (1.0 - beta ** (2 * (t + 1)))
+            rho_hat = float(np.min(r))
+        else:
+            rho_hat = 1.0
+    psi1 = (1.0 - beta ** (2 * (t + 1))) * c * nu ** 2 / one_b2 ** 2 * 5.0 * L * sig_K
+    psi2 = (1.0 - beta ** (2 * t)) * nu ** 2 * beta ** 2 / one_b2 * 60.0 * L ** 2 \
+        * (9.0 * sigma_l2 + K * sigma_g2) * K * lr_l ** 2
+    psi = float(psi0(lr_l, L, K))
+    psig = psi_sigma(K, sigma_l2, sigma_g2, b, n_total)
+    q = 2.0 * beta * (1.0 + beta)
+    fac = {"geometric": geometric_sum(q, T), "thm4": (1.0 + beta) ** T}[factor]
+    if rho_hat <= 0:
+        return {"value": np.inf, "eta_tilde_star": np.nan, "rho_hat": rho_hat}
+    Dt = 2.0 * phi2 * D / (rho_hat * K)
+    P1 = float(np.mean(phi2 * psi1 / rho_hat))
+    Pstab = phi1 * psig / (c * psi) * fac * T ** (1.0 + nu ** 2 * c * psi)
+    drift = float(np.mean(phi2 * psi2 / rho_hat))
+    val, et_star = lemma1_opt(Dt, P1, Pstab, np.sqrt(T / c), T)
+    return {"value": (val + drift) if rho_hat > 0 else np.inf, "eta_tilde_star": et_star, "rho_hat": rho_hat,
+            "Dtilde": Dt, "Psi1bar": P1, "Psi_stab": Pstab, "drift": drift}
+
+
+def rate_E5(T, K, sigma_l2, sigma_g2, F, c, psi, b=1, n_total=1, beta=0.0, nu=1.0, a=(1.0, 1.0, 1.0, 1.0)):
+    """Rate-only forms (5)/(6) with free O(1) constants a_i: beta = 0 gives E5; beta > 0 gives E6 with
+    beta_- = 1 - beta^T (terms 1-2), beta_+ = (1+beta)^T (term 3), exponent (1 - nu^2 c psi)/3."""
+    T = np.asarray(T, float)
+    sK = sigma_l2 + K * sigma_g2
+    sn = sigma_l2 + sigma_g2 / n_total * (3 * b if b else 1)
+    bm = 1.0 - beta ** T if beta > 0 else 1.0
+    bp = (1.0 + beta) ** T
+    return (a[0] * np.sqrt(bm * sK * F / (K * T)) + a[1] * bm * sK / T
+            + a[2] * (bp * sn * F ** 2 / (K * c)) ** (1.0 / 3.0) * T ** (-(1.0 - nu ** 2 * c * psi) / 3.0)
+            + a[3] * F / (K * np.sqrt(T * c)))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# registered wrappers
+# --------------------------------------------------------------------------------------------------------------
+def _common(st: Setting):
+    """(eta_l[T], eta_g[T], L, sigma_l2, sigma_g2, n_total, c, conditions)."""
+    T, K = st.T, st.K
+    lr = np.asarray(st.lr, float)[:T]
+    eg = np.full(T, float(st.global_lr))
+    L = st.const("L")
+    sl2, sg2 = st.const("sigma_l2"), st.const("sigma_g2")
+    n_total = st.M * st.n
+    c = float(st.hp.get("c", eg[0] ** 2))
+    t = np.arange(1, T + 1)
+    psi_max = float(np.max(psi0(lr, L, K)))
+    cond = {
+        "1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)": bool(np.all((lr >= 1 / (16 * K * L)) & (lr <= 1 / (8 * K * L)))),
+        "eta_l eta_g <= 1/(480KL) (Thm 3, rho > 0)": bool(np.all(lr * eg <= 1 / (480 * K * L))),
+        "eta_g^t <= sqrt(c/t) (Thm 2/4)": bool(np.all(eg <= np.sqrt(c / t) * (1 + 1e-12))),
+        "c psi < 1 (Thm 4 decays)": bool(c * psi_max < 1),
+        "b/n_i <= 1/2 (Lemma 5)": bool(st.b / st.n <= 0.5),
+        "full participation s == M (theory)": bool(st.s == st.M),
+    }
+    return lr, eg, L, sl2, sg2, n_total, c, cond
+
+
+def _beta_nu(st: Setting):
+    beta = float(st.hp.get("beta", 0.0))
+    if st.algo == "fedavgm":
+        nu = 1.0
+    elif st.algo == "fosm_ema":
+        nu = 1.0 - beta
+    else:
+        nu = float(st.hp.get("nu", 1.0))
+    return beta, nu
+
+
+def _const_lr(lr):
+    return bool(np.allclose(lr, lr[0], rtol=0, atol=0))
+
+
+@register(*SERVER_SGD, name="libra.stability")
+def stability_server_sgd(st: Setting) -> list:
+    """S-paper (p = 1) and S-R1 for server SGD (fedavg: eta_g = the run's global lr)."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    K, T, p = st.K, st.T, 1.0
+    out = []
+    sp = stability_paper(lr, eg, L, K, sl2, sg2, st.b, nt, p)
+    cf = None
+    if _const_lr(lr):
+        a = 1 + (1 + p) * float(psi0(lr[0], L, K)) * eg[0] ** 2
+        cf = geometric_closed(a, psi_sigma(K, sl2, sg2, st.b, nt, p) * (lr[0] * eg[0]) ** 2, T)
+    c1 = dict(cond, **{"(1+p)(1-eta_g)^2 <= 1 (Thm 2 proof)": bool(np.all((1 + p) * (1 - eg) ** 2 <= 1))})
+    out.append(Bound("libra.stability", st.algo, "disc_sq", "paper", f"{SRC} §3.1 S-paper (Lemma 6 proof)", sp,
+                     closed_form=cf, conditions=c1, derived={"p": p}))
+    sr = stability_r1(lr, eg, L, K, sl2, sg2, st.b, nt)
+    cf = stability_r1_closed(T, lr[0], L, K, sl2, sg2, st.b, nt) if (_const_lr(lr) and np.all(eg == 1)) else None
+    c2 = dict(cond, **{"eta_g <= 1 (S-R1)": bool(np.all(eg <= 1))})
+    out.append(Bound("libra.stability", st.algo, "disc_sq", "corrected", f"{SRC} §2.8 R1 / §3.1 S-R1", sr,
+                     closed_form=cf, conditions=c2))
+    return out
+
+
+@register(*FOSM_ALGOS, name="libra.stability")
+def stability_fosm_bound(st: Setting) -> list:
+    """S-FOSM (eq. 25 literal, "paper") and S-FOSM-3 (Lemma 3, "corrected")."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    beta, nu = _beta_nu(st)
+    cond = dict(cond, **{"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta)))})
+    out = []
+    for three, form in ((False, "paper"), (True, "corrected")):
+        s = stability_fosm(lr, eg, L, st.K, sl2, sg2, st.b, nt, beta, nu, three=three)
+        out.append(Bound("libra.stability", st.algo, "disc_sq", form,
+                         f"{SRC} §2.11 eq. (25)" + (" x3 (L-U13)" if three else ""), s, conditions=dict(cond),
+                         derived={"beta": beta, "nu": nu}))
+    return out
+
+
+@register(*SERVER_SGD, name="libra.thm2")
+def thm2_bound(st: Setting) -> list:
+    """Thm 2 closed forms over horizons t = 1..T (paper and zeta-safe), and the Step-3 form (eq. 22)."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    K, p = st.K, 1.0
+    psi = (1 + p) * float(np.max(psi0(lr, L, K)))
+    psig = psi_sigma(K, sl2, sg2, st.b, nt, p)
+    t = np.arange(st.T + 1, dtype=float)
+    et = float(np.max(lr * eg))
+    cond = dict(cond, **{"eta_l <= 1 (eta~ <= eta_g)": bool(np.all(lr <= 1))})
+    der = {"c": c, "psi": psi, "psi_sigma": psig}
+    return [
+        Bound("libra.thm2", st.algo, "disc_sq", "paper", f"{SRC} §2.8 eq. (15)/(16)", thm2_paper(t, psi, psig, c),
+              conditions=dict(cond), derived=dict(der)),
+        Bound("libra.thm2", st.algo, "disc_sq", "corrected", f"{SRC} §3.1 safe (L-U11)",
+              thm2_safe(t, psi, psig, c), conditions=dict(cond), derived=dict(der)),
+        Bound("libra.step3", st.algo, "disc_sq", "paper", f"{SRC} §2.10 eq. (22)",
+              step3_closed(t, psi, psig, c, et), conditions=dict(cond), derived=dict(der, eta_tilde=et)),
+    ]
+
+
+@register(*FOSM_ALGOS, name="libra.fosm_closed")
+def fosm_closed_bound(st: Setting) -> list:
+    """FOSM closed form over horizons: geometric S_T(q) ("corrected") and (1+beta)^T (Thm 4, "paper")."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    beta, nu = _beta_nu(st)
+    psi = float(np.max(psi0(lr, L, st.K)))
+    psig = psi_sigma(st.K, sl2, sg2, st.b, nt)
+    t = np.arange(st.T + 1, dtype=float)
+    et = float(np.max(lr * eg))
+    cond = dict(cond, **{"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta)))})
+    der = {"beta": beta, "nu": nu, "c": c, "q": 2 * beta * (1 + beta)}
+    return [Bound("libra.fosm_closed", st.algo, "disc_sq", form, f"{SRC} §3.1 FOSM closed form",
+                  fosm_closed(t, psi, psig, c, et, beta, nu, factor=fac), conditions=dict(cond), derived=dict(der))
+            for fac, form in (("geometric", "corrected"), ("thm4", "paper"))]
+
+
+@register(*SERVER_SGD, name="libra.grad_norm")
+def grad_norm_registered(st: Setting) -> Bound:
+    """§3.2 average gradient-norm bound at horizons t = 1..T (eta_l, eta_g averaged over the first t rounds)."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    D = st.const("F0")
+    vals = np.full(st.T + 1, np.nan)
+    for t in range(1, st.T + 1):
+        vals[t] = grad_norm_bound(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, D)[0]
+    return Bound("libra.grad_norm", st.algo, "grad_norm_sq_avg", "paper", f"{SRC} §3.2 eq. (20) (L-U8)", vals,
+                 conditions=cond)
+
+
+def _C(st: Setting) -> float:
+    return float(st.hp["C_opt"]) if "C_opt" in st.hp else 1.0 / (2.0 * st.const("mu_pl"))
+
+
+@register(*SERVER_SGD, *FOSM_ALGOS, name="libra.excess_risk")
+def excess_risk_registered(st: Setting) -> list:
+    """Corollary 1 optimised over gamma on the MEASURED s_t (disc_sq) and g_t (grad_norm_sq): B*_t (excess risk)
+    and the Thm-1 gap-only form (gen_gap). C = 1/(2 mu_pl) (or hp['C_opt'])."""
+    if "disc_sq" not in st.measured or "grad_norm_sq" not in st.measured:
+        raise KeyError("measured disc_sq and grad_norm_sq are needed")
+    L = st.const("L")
+    s, g = np.asarray(st.measured["disc_sq"], float), np.asarray(st.measured["grad_norm_sq"], float)
+    cond = {"loss nonnegative and L-smooth (Thm 1; assumed)": True}
+    out = []
+    try:
+        C = _C(st)
+        dyn = excess_risk_dynamics(s, g, L, C)
+        ts = minimum_excess_risk_round(dyn["total"], start=1)
+        out.append(Bound("libra.excess_risk", st.algo, "excess_risk", "corrected",
+                         f"{SRC} §2.4 Corollary 1 (gamma-optimised)", dyn["total"], conditions=dict(cond),
+                         derived={"C": C, "T_star": ts, "regime": fitting_regime(dyn["total"], start=1),
+                                  "generalisation": dyn["generalisation"], "optimisation": dyn["optimisation"]}))
+    except KeyError:
+        pass
+    out.append(Bound("libra.gen_gap", st.algo, "gen_gap", "corrected", f"{SRC} §2.3 Thm 1 (gamma-optimised)",
+                     gen_gap_bound(s, g, L), conditions=dict(cond)))
+    return out
+
+
+@register(*SERVER_SGD, name="libra.e_min")
+def e_min_registered(st: Setting) -> list:
+    """E_min via eq. (23) at horizons t = 1..T: phi-corrected ("corrected") and literal ("paper") modes."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    D, C = st.const("F0"), _C(st)
+    out = []
+    for lit, form in ((False, "corrected"), (True, "paper")):
+        vals = np.full(st.T + 1, np.nan)
+        r = None
+        for t in range(1, st.T + 1):
+            r = e_min_sgd(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, st.b, nt, D, C, c,
+                          paper_literal=lit)
+            vals[t] = r["value"]
+        out.append(Bound("libra.e_min", st.algo, "excess_risk_min", form, f"{SRC} §3.3 eq. (23) (L-U9, L-U10)",
+                         vals, conditions=dict(cond), derived={k: v for k, v in r.items() if k != "value"}))
+    return out
+
+
+@register(*FOSM_ALGOS, name="libra.e_min")
+def e_min_fosm_registered(st: Setting) -> Bound:
+    """E_min via eq. (35) (FOSM) at horizons t = 1..T, geometric beta-factor, phi-corrected."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    beta, nu = _beta_nu(st)
+    D, C = st.const("F0"), _C(st)
+    vals = np.full(st.T + 1, np.nan)
+    r = None
+    for t in range(1, st.T + 1):
+        r = e_min_fosm(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, st.b, nt, D, C, c,
+                       beta, nu)
+        vals[t] = r["value"]
+    cond = dict(cond, **{"rho_hat > 0 (FOSM)": bool(r["rho_hat"] > 0),
+                         "eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta))),
+                         "nu = 1 - beta (convergence proof covers the FedCM form only)": bool(abs(nu - (1 - beta)) < 1e-12)})
+    return Bound("libra.e_min", st.algo, "excess_risk_min", "corrected", f"{SRC} §3.3 eq. (35) (L-U14)", vals,
+                 conditions=cond, derived={k: v for k, v in r.items() if k != "value"})
+
+
+@register(*SERVER_SGD, *FOSM_ALGOS, name="libra.rate")
+def rate_registered(st: Setting) -> Bound:
+    """Rate-only (5)/(6) vs T with unit constants (a shape for plotting, not a numeric bound)."""
+    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    beta, nu = _beta_nu(st) if st.algo in FOSM_ALGOS else (0.0, 1.0)
+    psi = float(np.max(psi0(lr, L, st.K)))
+    t = np.arange(st.T + 1, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = rate_E5(t, st.K, sl2, sg2, st.const("F0"), c, psi, b=st.b, n_total=nt, beta=beta, nu=nu)
+    v[0] = np.nan
+    return Bound("libra.rate", st.algo, "excess_risk_min", "rate", f"{SRC} §3.3 rate-only (5)/(6)", v,
+                 conditions=cond, note="unit O(1) constants: shape only")
