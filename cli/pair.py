@@ -161,9 +161,13 @@ def build_config(params: dict, explicit: set, config_path, hp_items) -> RunConfi
 @click.option("--config", "config_path", default=None, help="run config file (.yaml/.json); options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--constants/--no-constants", "constants", default=None,
+              help="estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run [default: on]")
 @click.pass_context
-def pair(ctx, hp_items, config_path, out, quiet, **params):
+def pair(ctx, hp_items, config_path, out, quiet, constants, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
+    if constants is not None:
+        params["constants"] = constants
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     cfg = build_config(params, explicit, config_path, hp_items)
     run = PairedRun(cfg)

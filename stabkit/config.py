@@ -58,6 +58,7 @@ class RunConfig:
     seed: int = 0
     eval_every: int = 1
     local_rounds: tuple = (0,)
+    constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
 
     def __post_init__(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")

@@ -20,6 +20,7 @@ from stabkit import __version__
 from stabkit.algorithms import build_algorithm
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config import RunConfig
+from stabkit.constants import estimate_constants
 from stabkit.data import FederatedData
 from stabkit.engine import PairedEngine
 from stabkit.errors import ConfigError
@@ -105,6 +106,8 @@ class PairedRun:
                                                 "device_used": str(self.device), "d": self.model.d})
         start = time.perf_counter()
         status, diverged_round, t = "completed", None, 0
+        snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
+        snapshots = [self.engine.x[0, 0].clone()]
         previous = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True)
         try:
@@ -115,6 +118,8 @@ class PairedRun:
                 if not self._log(t, rec, evaluate):
                     status, diverged_round = "diverged", t
                     break
+                if t in snapshot_rounds:
+                    snapshots.append(self.engine.x[0, 0].clone())
                 if progress is not None:
                     progress(t)
                 if t % FLUSH_EVERY == 0:
@@ -125,6 +130,8 @@ class PairedRun:
             torch.use_deterministic_algorithms(previous)
         elapsed = time.perf_counter() - start
         df = self._flush(out)
+        if cfg.constants:
+            atomic_write_json(out / "constants.json", estimate_constants(self, snapshots, df))
         summary = summarize(df, status=status, diverged_round=diverged_round, wall_s=elapsed,
                             rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
         atomic_write_json(out / "summary.json", summary)

@@ -31,6 +31,7 @@ class FlatModel:
         self._batched_grad_weighted = vmap(grad(self._weighted_loss))
         self._eval = vmap(grad_and_value(self._eval_loss, has_aux=True), in_dims=(0, None, None, 0))
         self._forward_losses = vmap(self._losses, in_dims=(0, None, None))
+        self._per_sample = vmap(grad(self._sample_loss), in_dims=(None, 0, 0))
 
     def flatten(self) -> torch.Tensor:
         """The module's current parameters as one flat vector."""
@@ -49,6 +50,9 @@ class FlatModel:
 
     def _batch_loss(self, theta, x, y):
         return self.per_sample_loss(self.forward(theta, x), y).mean()
+
+    def _sample_loss(self, theta, x, y):
+        return self.per_sample_loss(self.forward(theta, x[None]), y[None])[0]
 
     def _weighted_loss(self, theta, x, y, w):
         return (self.per_sample_loss(self.forward(theta, x), y) * w).sum() / w.sum()
@@ -80,6 +84,16 @@ class FlatModel:
         ``[Q, d]``, per-sample losses ``[Q, N]`` and correctness ``[Q, N]`` (NaN for regression)."""
         g, (_, (losses, correct)) = self._eval(theta, x, y, w)
         return g, losses, correct
+
+    def per_sample_grads(self, theta, x, y, chunk: int = 512) -> torch.Tensor:
+        """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory)."""
+        return torch.cat([self._per_sample(theta, x[i:i + chunk], y[i:i + chunk])
+                          for i in range(0, len(x), chunk)])
+
+    def hvp(self, theta, v, x, y, w) -> torch.Tensor:
+        """Hessian-vector product of the weighted loss sum_n w_n loss_n / sum_n w_n at theta."""
+        g = lambda th: grad(self._weighted_loss)(th, x, y, w)
+        return torch.func.jvp(g, (theta,), (v,))[1]
 
     @torch.no_grad()
     def losses(self, theta, x, y):

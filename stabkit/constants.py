@@ -1,0 +1,90 @@
+"""Estimate the constants the papers' bounds need, from a run and its task (stored as constants.json).
+
+Estimators follow the specs' recommendations (fedsagd.md §1.5, libra.md §3.6, fedinit.md §3.3):
+
+* ``theta_max`` / ``theta_rms``: the max / rms raw minibatch-gradient norm logged every round (Θ_emp);
+* ``L``: largest |Hessian eigenvalue| of f (trajectory A's training objective) by power iteration with
+  Hessian-vector products at snapshot iterates, max over snapshots, plus the weight decay;
+* ``sigma_l2`` (at the run's batch size, exact for sampling without replacement:
+  (n-b)/(b(n-1)) times the per-sample variance) and ``sigma_l2_sample`` (batch size 1), max over clients;
+* ``sigma_g2`` / ``sigma_g2_mean``: max / mean over clients of ||grad F_i - grad f||^2, max over snapshots;
+* ``G``: max per-sample gradient norm; ``U``: max per-sample loss (both at the snapshots);
+* ``L_G``, ``F0``, ``f_star``, ``mu_pl`` from the logged curves (``max ||grad f||``, ``f(x_0) - min f``,
+  ``min f``, ``min ||grad f||^2 / (2 (f - f_star))``).
+
+Per-sample quantities use at most ``max_clients`` training clients (evenly spaced) to bound the cost.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+POWER_ITERATIONS = 50
+POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)
+
+
+def _power_iteration(model, theta, x, y, w, iters: int, seed: int) -> float:
+    """Largest |eigenvalue| of the Hessian of the weighted loss at theta (power iteration on HVPs)."""
+    gen = torch.Generator().manual_seed(seed)
+    v = torch.randn(theta.shape, generator=gen, dtype=theta.dtype).to(theta.device)
+    v = v / v.norm()
+    norm = 0.0
+    for _ in range(iters):
+        hv = model.hvp(theta, v, x, y, w)
+        new = float(hv.norm())
+        if new == 0.0:
+            return 0.0
+        v = hv / new
+        if abs(new - norm) <= POWER_TOL * new:
+            return new
+        norm = new
+    return norm
+
+
+def estimate_constants(run, snapshots: list, df: pd.DataFrame, max_clients: int = 20) -> dict:
+    """Constants from ``run`` (a PairedRun), ``snapshots`` (flat parameter vectors of trajectory A of pair 0)
+    and the logged metrics ``df``."""
+    cfg, model, data = run.cfg, run.model, run.data
+    out = {}
+    out["theta_max"] = float(np.nanmax(df["theta_max"])) if "theta_max" in df else None
+    out["theta_rms"] = float(np.sqrt(np.nanmean(df["theta_rms"] ** 2))) if "theta_rms" in df else None
+    train = df.dropna(subset=["train_loss_a"])
+    f = train.groupby("round")["train_loss_a"].mean()
+    g2 = train.groupby("round")["grad_norm_sq_a"].mean()
+    out["f_star"] = float(f.min())
+    out["F0"] = float(f.iloc[0] - f.min())
+    out["L_G"] = float(np.sqrt(g2.max()))
+    excess = f - f.min()
+    ok = excess > 1e-8 * max(1.0, abs(f.min()))
+    out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
+
+    weights = run.evaluator.train_w[0]  # trajectory A of pair 0: f = mean_i F_i
+    keep = weights > 0
+    x_all, y_all, w_all = data.flat_x[keep], data.flat_y[keep], weights[keep]
+    owners = data.flat_owner[keep]
+    clients = np.unique(owners.cpu().numpy())
+    chosen = clients[np.linspace(0, len(clients) - 1, min(max_clients, len(clients))).round().astype(int)]
+    b = cfg.batch_size
+    L = sl2 = sl2_1 = sg2 = sg2_mean = G = U = 0.0
+    for i, theta in enumerate(snapshots):
+        L = max(L, _power_iteration(model, theta, x_all, y_all, w_all, POWER_ITERATIONS, cfg.seed + i))
+        grad_f = model.grads(theta[None], x_all[None], y_all[None], w_all[None])[0]
+        losses, _ = model.losses(theta[None], x_all, y_all)
+        U = max(U, float(losses.max()))
+        diffs = []
+        for c in chosen:
+            mask = owners == int(c)
+            per = model.per_sample_grads(theta, x_all[mask], y_all[mask])
+            n = per.shape[0]
+            grad_i = per.mean(0)
+            var1 = float((per - grad_i).pow(2).sum(1).mean())
+            batch = n if b == "full" else min(int(b), n)
+            var_b = var1 * (n - batch) / (batch * (n - 1)) if n > 1 else 0.0
+            sl2, sl2_1 = max(sl2, var_b), max(sl2_1, var1)
+            G = max(G, float(per.norm(dim=1).max()))
+            diffs.append(float((grad_i - grad_f).pow(2).sum()))
+        sg2, sg2_mean = max(sg2, max(diffs)), max(sg2_mean, float(np.mean(diffs)))
+    out.update(L=L + cfg.weight_decay, sigma_l2=sl2, sigma_l2_sample=sl2_1, sigma_g2=sg2, sigma_g2_mean=sg2_mean,
+               G=G, U=U, snapshots=len(snapshots))
+    return out
