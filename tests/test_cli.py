@@ -50,6 +50,8 @@ BAD = [
     (["--init", "/nonexistent/weights.pt"], "init='/nonexistent/weights.pt'", "no such file"),
     (["--lr-decay", "1.2"], "lr_decay=1.2", "(0, 1]"),
     (["--rounds", "abc"], "'abc'", "integer"),
+    (["--algo", "fedinit", "--ri-beta", "0.1"], "ri_beta=0.1", "--hp beta"),
+    (["--ri-aggregation", "sum"], "ri_aggregation='sum'", "model_avg, delta_from_init"),
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 
 from stabkit.algorithms.base import Algorithm
+from stabkit.errors import ConfigError
 
 AGGREGATIONS = ("model_avg", "delta_from_init")
 
@@ -55,8 +56,14 @@ class RelaxedInit(Algorithm):
 
 
 def with_relaxed_init(algo: Algorithm, beta: float, aggregation: str) -> Algorithm:
-    """``algo`` wrapped with RI (``beta != 0``), or unchanged."""
-    return RelaxedInit(algo, beta, aggregation) if beta else algo
+    """``algo`` wrapped with RI (``beta != 0``), or unchanged. An algorithm that already is RI (FedInit)
+    takes its beta as a hyperparameter instead."""
+    if not beta:
+        return algo
+    if isinstance(algo, RelaxedInit):
+        raise ConfigError(f"invalid ri_beta={beta!r}: {algo.name} already uses relaxed initialisation; "
+                          f"set it with --hp beta=... instead")
+    return RelaxedInit(algo, beta, aggregation)
 
 
 __all__ = ["AGGREGATIONS", "RelaxedInit", "with_relaxed_init"]
