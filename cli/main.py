@@ -11,6 +11,7 @@ import click
 
 from stabkit.errors import ConfigError
 from stabkit_cli.algos import algos
+from stabkit_cli.bounds import bounds
 from stabkit_cli.pair import pair
 
 
@@ -22,6 +23,7 @@ def cli():
 
 cli.add_command(pair)
 cli.add_command(algos)
+cli.add_command(bounds)
 
 
 def main(argv=None) -> None:

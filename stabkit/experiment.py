@@ -103,7 +103,8 @@ class PairedRun:
         cfg = self.cfg
         out = prepare_run_dir(out)
         atomic_write_json(out / "config.json", {**cfg.to_dict(), "versions": versions(),
-                                                "device_used": str(self.device), "d": self.model.d})
+                                                "device_used": str(self.device), "d": self.model.d,
+                                                "n_min": int(self.data.n_np[: self.task.num_train_clients].min())})
         start = time.perf_counter()
         status, diverged_round, t = "completed", None, 0
         snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}

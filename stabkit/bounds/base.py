@@ -124,7 +124,8 @@ def bounds_for(setting: Setting) -> list:
     out = []
     for name, fn in _REGISTRY.get(setting.algo, []):
         try:
-            result = fn(setting)
+            with np.errstate(over="ignore", invalid="ignore"):  # an exponential bound may be vacuous (inf)
+                result = fn(setting)
         except KeyError as e:
             missing = e.args[0] if e.args else str(e)
             nan = np.full(setting.T + 1, np.nan)

@@ -1,0 +1,85 @@
+"""``stabkit bounds RUN [RUN...]``: fits, instantiated bounds, tightness and Libra's excess risk of runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from stabkit.analysis import analyze
+from stabkit.errors import ConfigError
+
+FORMATS = ("table", "csv", "json")
+
+
+def _text(a) -> str:
+    row = a.summary_row()
+    lines = [f"== {a.path}  [{row['label']}, --perturb {row['perturb']}, T = {row['T']}, {row['pairs']} pairs]",
+             f"D_T = {row['D_T']:.4g} ± {row['D_T_std']:.3g} (mean ± std over pairs); best law: {row['best_law']}",
+             a.fit.table()]
+    rho, (lo, hi) = row["sat.rho"], row["sat.rho.ci"]
+    if "Gamma" in row:
+        lines.append(f"saturation rate: fitted rho = {rho:.4g} [{lo:.3g}, {hi:.3g}] vs predicted Gamma = "
+                     f"{row['Gamma']:.4g} (ratio {row['rho/Gamma']:.3g}); fitted level {row['sat.level']:.4g} vs "
+                     f"predicted plateau {row['predicted_level']:.4g}")
+    bounds = a.bound_rows()
+    if bounds:
+        lines.append(f"{'bound':<34} {'on':<12} {'form':<10} {'valid':<6} {'bound_T':>10} {'bound/meas':>10} "
+                     f"{'holds':<6} failed conditions")
+        for b in bounds:
+            lines.append(f"{b['bound']:<34} {b['quantity']:<12} {b['form']:<10} {str(b['valid']):<6} "
+                         f"{b['bound_T']:>10.4g} {b['tightness_T']:>10.3g} {str(b['holds']):<6} {b['failed']}")
+    if a.libra:
+        lines.append(f"Libra (Corollary 1 on measured s_t, g_t; L = {a.libra['L']:.3g}, C = {a.libra['C']:.3g}): "
+                     f"T* = {a.libra['T_star']} ({a.libra['regime']}); fitted e_t = phi1 s_t + phi2 g_t "
+                     f"(phi1 = {a.libra['phi1']:.3g}, phi2 = {a.libra['phi2']:.3g}): T* = {a.libra['T_star_fit']} "
+                     f"({a.libra['regime_fit']}); measured test-loss minimum at t = {a.libra['test_loss_argmin']}")
+    return "\n".join(lines)
+
+
+def _flat(row: dict) -> dict:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, tuple):
+            out[f"{k}.lo"], out[f"{k}.hi"] = v
+        else:
+            out[k] = v
+    return out
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--plot", is_flag=True, help="draw the figures (PNG and PDF)")
+@click.option("--out", default=None, help="figure directory (default: RUN/figures for one run, else ./bounds-figures)")
+@click.option("--log", is_flag=True, help="log scale for the discrepancy panel")
+@click.option("--format", "fmt", default="table", help="table, csv or json")
+@click.option("--bootstrap", default=200, type=int, help="bootstrap resamples over pairs for the fit CIs")
+def bounds(runs, plot, out, log, fmt, bootstrap):
+    """Fit growth laws to measured discrepancy, evaluate the papers' bounds, and report how they compare."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
+    if bootstrap < 0:
+        raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    analyses = [analyze(r, bootstrap=bootstrap) for r in runs]
+    if fmt == "table":
+        click.echo("\n\n".join(_text(a) for a in analyses))
+    elif fmt == "csv":
+        click.echo(pd.DataFrame([_flat(a.summary_row()) for a in analyses]).to_csv(index=False), nl=False)
+    else:
+        payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(), "fits": a.fit.summary_row()}
+                   for a in analyses]
+        click.echo(json.dumps(payload, indent=2, default=_json))
+    if plot:
+        from stabkit.plots import plot_all
+
+        target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
+        paths = plot_all(analyses, target, log=log)
+        click.echo(f"figures: {', '.join(str(p) for p in paths if p.suffix == '.png')}", err=fmt != "table")
+
+
+def _json(o):
+    if isinstance(o, (np.integer, np.floating, np.bool_)):
+        return o.item()
+    raise TypeError(type(o).__name__)

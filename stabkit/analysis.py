@@ -1,0 +1,197 @@
+"""Hold a paired run against the papers: growth-law fits, instantiated bounds, tightness, Libra's excess risk.
+
+``analyze(run_dir)`` reads ``config.json``, ``constants.json``, ``metrics.csv`` and ``local.csv`` of a run
+written by ``stabkit pair`` and returns an :class:`Analysis`: the fitted growth laws of the discrepancy
+(and of the local discrepancy vs k), every bound registered for the run's algorithm instantiated with the
+run's schedule and estimated constants (with validity flags), the tightness bound/measured, and Libra's
+excess-risk dynamics (Corollary 1 on the measured s_t = E||x_t - x'_t||^2 and g_t = ||grad f(x_t)||^2)
+with its minimum round T* and fitting regime, next to the round where the measured test loss is minimal.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from stabkit.algorithms import build_algorithm
+from stabkit.bounds import Bound, Setting, bounds_for
+from stabkit.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
+from stabkit.errors import ConfigError
+from stabkit.fits import GrowthFit, fit_growth, fit_local, local_curves, tightness
+from stabkit.runstore import load_run
+
+
+def _per_round(df: pd.DataFrame, column: str, how: str = "mean") -> np.ndarray:
+    """Mean (or max) over pairs per round, linearly interpolated over rounds without evaluation."""
+    if column not in df:
+        return None
+    series = getattr(df.groupby("round")[column], how)()
+    series = series.reindex(range(int(df["round"].max()) + 1))
+    return series.interpolate(limit_area="inside").to_numpy(dtype=float)
+
+
+def _both(df, name, how="mean"):
+    a, b = _per_round(df, f"{name}_a", how), _per_round(df, f"{name}_b", how)
+    return None if a is None else (a + b) / 2
+
+
+def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
+    """The bound evaluator's view of a run: schedule, hyperparameters, constants, mean-over-pairs curves."""
+    cfg = df.attrs["config"]
+    T = int(df["round"].max())
+    algo = build_algorithm(cfg["algo"], cfg["hp"])
+    hp = dataclasses.asdict(algo.p)
+    opts = cfg["task_options"]
+    M = opts["clients"]
+    s = cfg["clients_per_round"] or max(1, int(round(cfg["participation"] * M)))
+    n = int(cfg.get("n_min") or 1)
+    measured = {"disc": _per_round(df, "disc"), "disc_sq": _per_round(df, "disc_sq"),
+                "grad_norm_sq": _both(df, "grad_norm_sq"), "train_loss": _both(df, "train_loss"),
+                "test_loss": _both(df, "test_loss"), "gap": _both(df, "gap")}
+    if "theta_max" in df:
+        measured["theta_t"] = _per_round(df, "theta_max", "max")
+    for col in df:
+        if col.startswith("norm_") and col.endswith("_a"):
+            name = col[len("norm_"):-2]
+            measured[f"state_norm_sum/{name}"] = _per_round(df, f"norm_{name}_a") + _per_round(df, f"norm_{name}_b")
+    return Setting(algo=cfg["algo"], hp=hp, K=cfg["local_steps"], T=T, s=s, M=M, n=n,
+                   b=n if cfg["batch_size"] == "full" else int(cfg["batch_size"]),
+                   lr=cfg["lr"] * cfg["lr_decay"] ** np.arange(T), global_lr=cfg["global_lr"],
+                   weight_decay=cfg["weight_decay"], constants=dict(constants), measured=measured)
+
+
+@dataclass
+class Analysis:
+    """Everything ``stabkit bounds`` reports about one run."""
+
+    path: Path
+    df: pd.DataFrame
+    setting: Setting
+    fit: GrowthFit
+    bounds: list
+    local_fits: dict = field(default_factory=dict)  # round -> GrowthFit of L1 curves vs k
+    local: Optional[pd.DataFrame] = None
+    libra: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        c = self.df.attrs["config"]
+        hp = ",".join(f"{k}={v}" for k, v in sorted(c["hp"].items()))
+        return f"{c['algo']}" + (f"({hp})" if hp else "") + (f" wd={c['weight_decay']}" if c["weight_decay"] else "")
+
+    def curves(self) -> np.ndarray:
+        """Discrepancy ``[pairs, T + 1]``."""
+        return self.df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
+
+    def global_bounds(self) -> list:
+        return [b for b in self.bounds if b.quantity == "disc" and np.isfinite(b.values).any()]
+
+    def measured_for(self, quantity: str):
+        """The measured curve a bound on ``quantity`` is compared with (None if not measured per round)."""
+        m = self.setting.measured
+        if quantity in ("disc", "disc_sq"):
+            return m[quantity]
+        if quantity == "gen_gap":
+            return np.abs(m["gap"])
+        if quantity == "excess_risk":
+            return m["test_loss"] - self.setting.constants.get("f_star", np.nan)
+        return None
+
+    def bound_rows(self) -> list:
+        """One row per bound on a measured per-round quantity: validity, failed conditions, final value,
+        tightness (bound / measured) and whether it holds at every round."""
+        rows = []
+        for b in self.bounds:
+            measured = self.measured_for(b.quantity)
+            if measured is None or len(b.values) != len(measured) or not np.isfinite(b.values).any():
+                continue
+            ratio = tightness(b.values, measured)
+            ok = np.isfinite(measured[1:])
+            rows.append({"run": str(self.path), "algo": self.setting.algo, "bound": b.name, "quantity": b.quantity,
+                         "form": b.form, "source": b.source, "valid": b.valid, "failed": "; ".join(b.failed),
+                         "bound_T": float(b.values[-1]), "measured_T": float(measured[-1]),
+                         "tightness_T": float(ratio[-1]), "tightness_median": float(np.nanmedian(ratio[1:])),
+                         "holds": bool(np.all(b.values[1:][ok] >= measured[1:][ok] * (1 - 1e-9)))})
+        return rows
+
+    def summary_row(self) -> dict:
+        """The fit-table row: measured levels, best law with CIs, fitted rate vs predicted, Libra T*."""
+        curves = self.curves()
+        final = curves[:, -1]
+        row = {"run": str(self.path), "label": self.label, "algo": self.setting.algo,
+               "perturb": self.df.attrs["config"]["perturb"], "T": self.setting.T, "pairs": curves.shape[0],
+               "D_T": float(final.mean()), "D_T_std": float(final.std()), "best_law": self.fit.best}
+        for law, f in self.fit.fits.items():
+            row[f"{law}.r2"] = f.r2
+            row[f"{law}.dbic"] = self.fit.delta_bic[law]
+        c, c_lo, c_hi = self.fit.param("saturating", "c")
+        rho, rho_lo, rho_hi = self.fit.param("saturating", "rho")
+        p, p_lo, p_hi = self.fit.param("power", "p")
+        row.update({"sat.level": c, "sat.level.ci": (c_lo, c_hi), "sat.rho": rho, "sat.rho.ci": (rho_lo, rho_hi),
+                    "power.p": p, "power.p.ci": (p_lo, p_hi)})
+        # the predicted contraction rate and plateau: FedSAGD's theorem form, else any form that has them
+        ranked = sorted((b for b in self.bounds if "Gamma" in b.derived), key=lambda b: b.form != "theorem")
+        predicted = ranked[0].derived if ranked else None
+        if predicted is not None:
+            row["Gamma"] = float(predicted["Gamma"])
+            row["rho/Gamma"] = rho / row["Gamma"] if row["Gamma"] > 0 else float("nan")
+            asym = predicted.get("asymptote")
+            row["predicted_level"] = float(asym) if asym is not None else float("nan")
+        valid = [r for r in self.bound_rows() if r["valid"] and r["quantity"] == "disc"]
+        row["valid_bounds"] = len(valid)
+        row["tightest_valid"] = min((r["tightness_T"] for r in valid), default=float("nan"))
+        if self.libra:
+            row.update({k: self.libra[k] for k in ("T_star", "regime", "T_star_fit", "regime_fit", "test_loss_argmin")})
+        return row
+
+
+def _libra(setting: Setting) -> dict:
+    """Libra's excess-risk dynamics on the measured curves s_t = E||x_t - x'_t||^2 and g_t = ||grad f||^2.
+
+    ``T_star`` / ``regime``: Corollary 1 (gamma-optimised) with the estimated L and C = 1/(2 mu_PL);
+    ``T_star_fit``: libra.md §3.4's fit of the measured excess-risk proxy e_t = test loss - min f by
+    phi1 s_t + phi2 g_t (phi >= 0), whose argmin estimates T* with free constants; ``test_loss_argmin``
+    is where the measured test loss is minimal, for comparison.
+    """
+    m, c = setting.measured, setting.constants
+    s_t, g_t, test = m.get("disc_sq"), m.get("grad_norm_sq"), m.get("test_loss")
+    if g_t is None or not c.get("L") or not c.get("mu_pl"):
+        return {}
+    C = 1.0 / (2.0 * c["mu_pl"])
+    dyn = excess_risk_dynamics(s_t, g_t, c["L"], C)
+    fit = fit_excess_risk(test - c["f_star"], s_t, g_t, start=1)
+    return {"L": c["L"], "C": C, **dyn, "T_star": minimum_excess_risk_round(dyn["total"], start=1),
+            "regime": fitting_regime(dyn["total"], start=1), "T_star_fit": fit["T_star"],
+            "phi1": fit["phi1"], "phi2": fit["phi2"], "fitted": fit["fitted"],
+            "regime_fit": fitting_regime(fit["fitted"], start=1),
+            "test_loss": test, "test_loss_argmin": int(np.nanargmin(test))}
+
+
+def analyze(path, bootstrap: int = 200) -> Analysis:
+    """Fits, bounds and Libra's excess risk for the run directory ``path``."""
+    path = Path(path)
+    df = load_run(path)
+    if "config" not in df.attrs:
+        raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
+    cfile = path / "constants.json"
+    constants = json.loads(cfile.read_text()) if cfile.is_file() else {}
+    df = df[np.isfinite(df["disc"])]
+    setting = setting_from_run(df, constants)
+    rounds = np.arange(setting.T + 1)
+    curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
+    fit = fit_growth(rounds, curves, bootstrap=bootstrap, seed=df.attrs["config"]["seed"])
+    local, local_fits = None, {}
+    if (path / "local.csv").is_file():
+        local = pd.read_csv(path / "local.csv")
+        for r in sorted(local["round"].unique()):
+            k, lc = local_curves(local, column="l1_a", rounds=[r])
+            local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=df.attrs["config"]["seed"])
+    return Analysis(path, df, setting, fit, bounds_for(setting), local_fits, local, _libra(setting))
+
+
+__all__ = ["Analysis", "Bound", "analyze", "setting_from_run"]

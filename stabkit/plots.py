@@ -1,0 +1,160 @@
+"""Figures of ``stabkit bounds --plot``: one consistent style, each saved as PNG and PDF.
+
+* ``discrepancy``: ||x_t - x'_t|| per run (mean over pairs, band = min..max over pairs) with the best
+  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (solid: conditions
+  hold; dotted grey: conditions fail — drawn for reference, labelled as such);
+* ``local``: local discrepancy (L1 estimator) vs local step k at the logged rounds, with the L1 bounds;
+* ``gap``: generalisation gap (test - train loss) and client-level gap (R_u - R_e) vs round;
+* ``libra``: Libra's excess-risk decomposition (Corollary 1 on measured curves) with T* marked, and the
+  measured test loss with its minimum;
+* ``fit_table``: the fit table as a figure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+STYLE = dict(style="whitegrid", context="paper", font_scale=1.1)
+
+
+def _save(fig, out: Path, name: str) -> list:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        p = out / f"{name}.{ext}"
+        fig.savefig(p, dpi=150, bbox_inches="tight")
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def _colors(n):
+    return sns.color_palette("colorblind", max(n, 1))
+
+
+def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
+    sns.set_theme(**STYLE)
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for a, color in zip(analyses, _colors(len(analyses))):
+        curves = a.curves()
+        t = np.arange(curves.shape[1])
+        ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label} (measured)")
+        ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
+        best = a.fit.fits[a.fit.best]
+        ax.plot(t, best.predict(t), color=color, ls="--", lw=1, label=f"fit: {a.fit.best}")
+        axb.plot(t[1:], curves.mean(0)[1:], color=color, lw=2, label=f"{a.label} (measured)")
+        for b in a.global_bounds():
+            if ".theta_t" in b.name:
+                continue
+            style = dict(color=color, lw=1, alpha=0.8) if b.valid else dict(color="0.6", lw=1, ls=":")
+            tag = "" if b.valid else " (conditions fail)"
+            axb.plot(t[1:], b.values[1:], **style, label=f"{b.name} [{b.form}]{tag}")
+    ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title="Global discrepancy (band: min–max over pairs)")
+    if log:
+        ax.set_yscale("log")
+    axb.set(xlabel="round t", ylabel="discrepancy / bound", yscale="log", title="Measured vs instantiated bounds")
+    ax.legend(fontsize=7)
+    axb.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return _save(fig, out, "discrepancy")
+
+
+def plot_local(analyses, out: Path) -> list:
+    sns.set_theme(**STYLE)
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    drew = False
+    for a, color in zip(analyses, _colors(len(analyses))):
+        if a.local is None:
+            continue
+        for i, (r, g) in enumerate(a.local.groupby("round")):
+            m = g.groupby("k")[["l1_a", "l1_b"]].mean().mean(axis=1)
+            ax.plot(m.index, m.values, color=color, lw=2, ls=["-", "--", "-.", ":"][i % 4],
+                    marker="o", ms=3, label=f"{a.label}, round {r} (L1)")
+            drew = True
+        for b in a.bounds:
+            if b.quantity == "local_disc" and b.form == "l1" and b.derived.get("round", 0) == 0:
+                ax.plot(np.arange(len(b.values)), b.values, color=color, lw=1, ls=":",
+                        label=f"{b.name}" + ("" if b.valid else " (conditions fail)"))
+    ax.set(xlabel="local step k", ylabel="max distance between clients", title="Local discrepancy (L1, shared start)")
+    if drew:
+        ax.set_yscale("symlog", linthresh=1e-3)
+    ax.legend(fontsize=6)
+    return _save(fig, out, "local")
+
+
+def plot_gap(analyses, out: Path) -> list:
+    sns.set_theme(**STYLE)
+    fig, (ax, axc) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for a, color in zip(analyses, _colors(len(analyses))):
+        df = a.df.dropna(subset=["gap_a"])
+        for axis, col, title in ((ax, "gap", "test loss − train loss"), (axc, "client_gap", r"$R_u - R_e$")):
+            if f"{col}_a" not in df:
+                continue
+            g = df.assign(v=(df[f"{col}_a"] + df[f"{col}_b"]) / 2).groupby("round")["v"]
+            axis.plot(g.mean().index, g.mean().values, color=color, lw=2, label=a.label)
+            axis.fill_between(g.mean().index, g.min().values, g.max().values, color=color, alpha=0.2)
+            axis.set(xlabel="round t", title=title)
+    ax.set_ylabel("generalisation gap")
+    ax.legend(fontsize=7)
+    return _save(fig, out, "gap")
+
+
+def plot_libra(analyses, out: Path) -> list:
+    sns.set_theme(**STYLE)
+    usable = [a for a in analyses if a.libra]
+    fig, axes = plt.subplots(1, max(1, len(usable)), figsize=(6 * max(1, len(usable)), 4.3), squeeze=False)
+    for a, ax in zip(usable, axes[0]):
+        lib = a.libra
+        t = np.arange(len(lib["total"]))
+        ax.plot(t[1:], lib["generalisation"][1:], label=r"generalisation $\frac{L}{2}s_t+\sqrt{s_t g_t}$")
+        ax.plot(t[1:], lib["optimisation"][1:], label=r"optimisation $C g_t$")
+        ax.plot(t[1:], lib["total"][1:], color="k", lw=2, label="excess-risk bound $B^*_t$")
+        ax.axvline(lib["T_star"], color="k", ls="--", lw=1, label=f"T* = {lib['T_star']} ({lib['regime']})")
+        ax.plot(t[1:], lib["fitted"][1:], color="C2", ls="-.", label=r"fit $\phi_1 s_t + \phi_2 g_t$ to test loss $- f^*$")
+        ax.axvline(lib["T_star_fit"], color="C2", ls="-.", lw=1, label=f"fitted T* = {lib['T_star_fit']}")
+        ax.set(xlabel="round t", ylabel="bound", yscale="log", title=f"Libra, Corollary 1: {a.label}")
+        if lib.get("test_loss") is not None:
+            tw = ax.twinx()
+            tw.plot(t, lib["test_loss"], color="C3", alpha=0.7, label="measured test loss")
+            tw.axvline(lib["test_loss_argmin"], color="C3", ls=":", lw=1,
+                       label=f"test-loss minimum, t = {lib['test_loss_argmin']}")
+            tw.set_ylabel("test loss", color="C3")
+            tw.grid(False)
+            tw.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left")
+    return _save(fig, out, "libra")
+
+
+def plot_fit_table(rows: list, out: Path) -> list:
+    sns.set_theme(**STYLE)
+    cols = ["label", "T", "D_T", "best_law", "sat.level", "sat.rho", "Gamma", "power.p", "tightest_valid",
+            "T_star", "T_star_fit", "test_loss_argmin"]
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
+    fig, ax = plt.subplots(figsize=(15, 0.6 + 0.4 * len(rows)))
+    ax.axis("off")
+    table = ax.table(cellText=cells, colLabels=cols, loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.4)
+    return _save(fig, out, "fit_table")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return "–" if not np.isfinite(v) else f"{v:.4g}"
+    return str(v)
+
+
+def plot_all(analyses, out: Path, log: bool = False) -> list:
+    """Every figure for ``analyses``; returns the written paths."""
+    out = Path(out)
+    paths = plot_discrepancy(analyses, out, log) + plot_local(analyses, out) + plot_gap(analyses, out)
+    paths += plot_libra(analyses, out) + plot_fit_table([a.summary_row() for a in analyses], out)
+    return paths
