@@ -1,11 +1,12 @@
-# Two entry points (see README): `make demo` runs a FedSAGD client-perturbation study on the bundled
-# digits data; `make test` runs the test suite. Both create .venv and install stabkit (idempotent).
+# Two entry points (see README): `make demo` runs a FedSAGD vs FedAvg client-perturbation study on the
+# bundled digits data and holds it against the papers' bounds; `make test` runs the test suite. Both
+# create .venv and install stabkit (idempotent). `make figures` refreshes the README's figures.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stabkit-installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test figures clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +15,17 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+DEMO := runs/demo
+
 demo: $(STAMP)
-	$(VENV)/bin/stabkit pair --algo fedsagd --perturb client --out runs/demo
+	$(VENV)/bin/stabkit pair --algo fedsagd --perturb client --local-rounds 0,50 --out $(DEMO)/fedsagd
+	$(VENV)/bin/stabkit pair --algo fedavg --perturb client --local-rounds 0,50 --out $(DEMO)/fedavg
+	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --plot --out $(DEMO)/figures
+
+figures: demo
+	mkdir -p figures/demo
+	cp $(DEMO)/figures/*.png figures/demo/
+	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --format table > figures/demo/fit_table.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -41,6 +41,7 @@ def _colors(n):
 def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     sns.set_theme(**STYLE)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.5))
+    low, high = np.inf, 0.0  # the bounds panel shows the measured curves and the valid bounds in full
     for a, color in zip(analyses, _colors(len(analyses))):
         curves = a.curves()
         t = np.arange(curves.shape[1])
@@ -49,6 +50,9 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
         best = a.fit.fits[a.fit.best]
         ax.plot(t, best.predict(t), color=color, ls="--", lw=1, label=f"fit: {a.fit.best}")
         axb.plot(t[1:], curves.mean(0)[1:], color=color, lw=2, label=f"{a.label} (measured)")
+        positive = curves.mean(0)[1:][curves.mean(0)[1:] > 0]
+        low = min(low, positive.min() if len(positive) else np.inf)
+        high = max([high, curves.max()] + [np.nanmax(b.values) for b in a.global_bounds() if b.valid])
         for b in a.global_bounds():
             if ".theta_t" in b.name:
                 continue
@@ -59,6 +63,8 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     if log:
         ax.set_yscale("log")
     axb.set(xlabel="round t", ylabel="discrepancy / bound", yscale="log", title="Measured vs instantiated bounds")
+    if np.isfinite(low) and high > 0:
+        axb.set_ylim(low / 2, high * 20)
     ax.legend(fontsize=7)
     axb.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _save(fig, out, "discrepancy")
