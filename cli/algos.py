@@ -14,3 +14,6 @@ def algos():
             click.echo("    (no hyperparameters of its own)")
         for hp_name, default, allowed, doc in rows:
             click.echo(f"    {hp_name} = {default!r:<8} {allowed:<16} {doc}")
+
+
+command = algos

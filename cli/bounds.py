@@ -79,6 +79,9 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         click.echo(f"figures: {', '.join(str(p) for p in paths if p.suffix == '.png')}", err=fmt != "table")
 
 
+command = bounds
+
+
 def _json(o):
     if isinstance(o, (np.integer, np.floating, np.bool_)):
         return o.item()

@@ -1,18 +1,19 @@
 """``stabkit`` command line: thin wrappers that parse, validate, call the library and print a summary.
 
-User mistakes (``ConfigError`` or a click usage error) print one line ``error: ...`` and exit with
-status 2, never a traceback.
+Every module of this package that defines a click command as ``command`` is a subcommand (so adding a
+command is adding a file). User mistakes (``ConfigError`` or a click usage error) print one line
+``error: ...`` and exit with status 2, never a traceback.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 
 import click
 
+import stabkit_cli
 from stabkit.errors import ConfigError
-from stabkit_cli.algos import algos
-from stabkit_cli.bounds import bounds
-from stabkit_cli.pair import pair
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -21,9 +22,10 @@ def cli():
     """Measure how stable federated-learning algorithms are, with paired trajectories."""
 
 
-cli.add_command(pair)
-cli.add_command(algos)
-cli.add_command(bounds)
+for _info in pkgutil.iter_modules(stabkit_cli.__path__):
+    _command = getattr(importlib.import_module(f"stabkit_cli.{_info.name}"), "command", None)
+    if isinstance(_command, click.Command):
+        cli.add_command(_command)
 
 
 def main(argv=None) -> None:

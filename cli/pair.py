@@ -183,3 +183,6 @@ def pair(ctx, hp_items, config_path, out, quiet, constants, **params):
         click.echo(f"run diverged (non-finite parameters or losses) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
         ctx.exit(1)
+
+
+command = pair
