@@ -23,6 +23,8 @@ def cli():
 
 
 for _info in pkgutil.iter_modules(stabkit_cli.__path__):
+    if _info.name in ("main", "__main__"):
+        continue
     _command = getattr(importlib.import_module(f"stabkit_cli.{_info.name}"), "command", None)
     if isinstance(_command, click.Command):
         cli.add_command(_command)
