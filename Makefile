@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stabkit-installed
 
-.PHONY: demo test figures clean
+.PHONY: demo test figures clean recipes
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,15 @@ test: $(STAMP)
 
 clean:
 	rm -rf runs .pytest_cache
+
+# Figure recipes (figures/recipes/*.yaml): run each sweep, report it, copy its PNGs to figures/recipes/<name>/.
+RECIPES := $(basename $(notdir $(wildcard figures/recipes/*.yaml)))
+
+recipes: $(STAMP)
+	@for r in $(RECIPES); do \
+	  start=$$(date +%s); \
+	  $(VENV)/bin/stabkit sweep figures/recipes/$$r.yaml --out runs/recipes/$$r --quiet && \
+	  $(VENV)/bin/stabkit report runs/recipes/$$r && \
+	  mkdir -p figures/recipes/$$r && cp runs/recipes/$$r/report/*.png figures/recipes/$$r/ && \
+	  echo "$$r: $$(( $$(date +%s) - start )) s" || exit 1; \
+	done

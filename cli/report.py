@@ -1,0 +1,26 @@
+"""``stabkit report DIR``: combine a sweep's jobs into one table, analyse each against the bounds, plot."""
+from __future__ import annotations
+
+import click
+
+from stabkit.errors import ConfigError
+from stabkit.sweep.report import FORMATS, sweep_report
+
+
+@click.command()
+@click.argument("sweep_dir")
+@click.option("--out", default=None, help="report directory (default DIR/report)")
+@click.option("--format", "fmt", default="csv", show_default=True, help=f"tidy table format: {', '.join(FORMATS)}")
+@click.option("--bootstrap", default=50, show_default=True, type=int, help="bootstrap resamples for the fit CIs")
+@click.option("--no-plot", is_flag=True, help="tables only")
+def report(sweep_dir, out, fmt, bootstrap, no_plot):
+    """Combine all jobs of a sweep into one tidy table, run the bounds analysis on each, draw comparisons."""
+    if bootstrap < 0:
+        raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    paths = sweep_report(sweep_dir, out, fmt=fmt, bootstrap=bootstrap, plot=not no_plot)
+    click.echo(f"table: {paths['table']}\njobs: {paths['jobs']}\nbounds: {paths['bounds']}")
+    if paths.get("figures"):
+        click.echo(f"figures: {', '.join(str(p) for p in paths['figures'])}")
+
+
+command = report

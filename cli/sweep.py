@@ -1,0 +1,107 @@
+"""``stabkit sweep SPEC --out DIR``: run a grid of paired runs, resumably, locally or on a Ray cluster.
+
+SPEC is a YAML/JSON sweep spec (see :mod:`stabkit.sweep.spec`); without one, the shorthand
+``--set KEY=VALUE`` (base) and ``--axis KEY=V1,V2,...`` (product axes) builds it on the line. Re-running
+the same command skips finished jobs; progress shows jobs done/running/failed and an ETA, and one line
+per finished job.
+"""
+from __future__ import annotations
+
+import time
+
+import click
+
+import yaml
+
+from stabkit.errors import ConfigError
+from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep
+
+
+def _pairs(items, what):
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"invalid {what}={item!r}: expected KEY=VALUE")
+        out[key.strip()] = text.strip()
+    return out
+
+
+def _value(text: str):
+    """A shorthand value read as YAML: 0.1, 5, true, none/null, [0, 20], or a plain string."""
+    if text.lower() == "none":
+        return None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _shorthand(sets, axes) -> dict:
+    base = {k: _value(v) for k, v in _pairs(sets, "set").items()}
+    product = {k: [_value(x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
+    return {"base": base, "product": product}
+
+
+class Progress:
+    """Overall progress line (done/running/failed, ETA) and one summary line per finished job."""
+
+    def __init__(self, quiet: bool):
+        self.quiet, self.start, self.finished_now = quiet, time.perf_counter(), 0
+
+    def __call__(self, event, job_id, manifest, info):
+        if self.quiet:
+            return
+        c = manifest.counts()
+        total = len(manifest.jobs)
+        if event == "start":
+            click.echo(f"sweep {manifest.spec.name}: {info['total']} jobs, {info['total'] - info['todo']} already "
+                       f"finished, {info['todo']} to run -> {manifest.root}")
+            return
+        if event != "finished":
+            return
+        self.finished_now += 1
+        rec = manifest.jobs[job_id]
+        if rec["state"] == "done":
+            s = rec["summary"]
+            line = f"done   {job_id}: D_T = {s['final_disc']:.4g}"
+            if s.get("final_test_acc") is not None:
+                line += f", test acc {s['final_test_acc']:.3f}"
+        else:
+            line = f"FAILED {job_id}: {rec['error']}"
+        elapsed = time.perf_counter() - self.start
+        left = total - c["done"] - c["failed"]
+        eta = elapsed / self.finished_now * left
+        click.echo(f"[{c['done'] + c['failed']}/{total} | done {c['done']} running {c['running']} failed "
+                   f"{c['failed']} | {rec.get('wall_s', 0):.1f}s, ETA {eta:.0f}s] {line}")
+
+
+@click.command()
+@click.argument("spec", required=False)
+@click.option("--out", required=True, help="sweep directory (manifest.json, jobs/<id>/ run directories)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="shorthand: base config value (repeatable)")
+@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2", help="shorthand: product axis (repeatable)")
+@click.option("--executor", default="local", show_default=True, help="local or ray")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="local executor: processes (1 = sequential, in this process)")
+@click.option("--address", default=None, help="ray executor: HOST:PORT of a cluster, auto, or local (start one)")
+@click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
+@click.option("--retry-failed", is_flag=True, help="run failed jobs again")
+@click.option("--quiet", is_flag=True, help="no progress lines")
+@click.pass_context
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_failed, quiet):
+    """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
+    if spec and (sets or axes):
+        raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
+    if not spec and not axes:
+        raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
+    sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=force,
+                         retry_failed=retry_failed, progress=Progress(quiet))
+    c = manifest.counts()
+    click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
+    if c["failed"]:
+        ctx.exit(1)
+
+
+command = sweep

@@ -1,0 +1,83 @@
+"""Executors: where a sweep's jobs run. Each yields ``(job_id, result)`` as jobs finish.
+
+* ``local`` (default): in this process, one job after another; with ``workers > 1`` a pool of spawned
+  processes. Every job already batches all its pairs (and clients) into one tensor program, so a pool
+  only helps when cores are idle; results are identical either way (see :mod:`stabkit.sweep.job`).
+* ``ray``: Ray tasks (one CPU each) on an existing cluster (``address="HOST:PORT"`` or ``"auto"``), or on
+  a Ray instance started for the sweep (``address="local"``). Ray is imported only here.
+
+``on_start(job_id)`` is called when a job is handed to a worker, for progress reporting.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+from typing import Callable, Iterator
+
+from stabkit.errors import ConfigError, require
+from stabkit.sweep.job import execute_job
+
+EXECUTORS = ("local", "ray")
+
+
+class LocalExecutor:
+    """Jobs in this process (``workers=1``) or in a process pool."""
+
+    def __init__(self, workers: int = 1):
+        require(isinstance(workers, int) and workers >= 1, "workers", workers, "a positive integer")
+        self.workers = workers
+
+    def run(self, jobs: list, on_start: Callable) -> Iterator:
+        if self.workers == 1:
+            for job in jobs:
+                on_start(job.id)
+                yield job.id, execute_job(job.config)
+            return
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
+        with cf.ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
+            futures = {}
+            for job in jobs:
+                futures[pool.submit(execute_job, job.config)] = job.id
+                on_start(job.id)
+            for fut in cf.as_completed(futures):
+                yield futures[fut], fut.result()
+
+
+class RayExecutor:
+    """Jobs as Ray tasks on a cluster reached by ``address`` (HOST:PORT, auto, or local)."""
+
+    def __init__(self, address: str):
+        require(bool(address), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
+        self.address = address
+
+    def run(self, jobs: list, on_start: Callable) -> Iterator:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("invalid executor='ray': Ray is not installed (pip install ray)") from None
+        try:
+            ray.init(address=None if self.address == "local" else self.address, include_dashboard=False,
+                     log_to_driver=False, ignore_reinit_error=True)
+        except ConnectionError as e:
+            raise ConfigError(f"invalid address={self.address!r}: no Ray cluster there ({str(e).splitlines()[0]})") from None
+        try:
+            task = ray.remote(num_cpus=1, max_retries=0)(execute_job)
+            pending = {}
+            for job in jobs:
+                pending[task.remote(job.config)] = job.id
+                on_start(job.id)
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                ref = ready[0]
+                yield pending.pop(ref), ray.get(ref)
+        finally:
+            ray.shutdown()
+
+
+def make_executor(name: str, workers: int = 1, address: str | None = None):
+    """The executor called ``name`` (``local`` or ``ray``)."""
+    require(name in EXECUTORS, "executor", name, f"one of {', '.join(EXECUTORS)}")
+    if name == "ray":
+        require(address is not None, "address", address, "--address HOST:PORT, auto or local for --executor ray")
+        return RayExecutor(address)
+    return LocalExecutor(workers)

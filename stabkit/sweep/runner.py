@@ -1,0 +1,73 @@
+"""``run_sweep``: expand a spec, skip finished jobs, run the rest on an executor, record every outcome.
+
+The driver is the only writer of the sweep directory: each finished job's files are written to
+``jobs/.<id>.tmp`` and the directory is then renamed into place, and the manifest is rewritten
+atomically after every state change, so killing the sweep at any moment loses no finished job and
+leaves no half-written one. A job that crashes or diverges is recorded as ``failed`` with its message
+(its metrics up to the divergence are kept) and the sweep goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from stabkit.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
+from stabkit.sweep.manifest import Manifest
+from stabkit.sweep.spec import SweepSpec
+
+
+def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed: bool = False,
+              progress: Optional[Callable] = None) -> Manifest:
+    """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
+    jobs = spec.jobs()  # validates every job before anything is written
+    root = prepare_run_dir(out)
+    atomic_write_json(root / "spec.json", spec.to_dict())
+    manifest = Manifest(root, spec, jobs, force=force)
+    todo = [j for j in jobs if not manifest.finished(j.id, retry_failed)]
+    for j in todo:
+        if manifest.jobs[j.id]["state"] != "pending":
+            manifest.set(j.id, "pending")
+    _clean_temporaries(root)
+    report = progress or (lambda *a: None)
+    report("start", None, manifest, {"todo": len(todo), "total": len(jobs)})
+
+    def on_start(job_id):
+        manifest.set(job_id, "running", started=time.time())
+        report("running", job_id, manifest, {})
+
+    for job_id, result in executor.run(todo, on_start):
+        _store(manifest, job_id, result)
+        report("finished", job_id, manifest, result)
+    return manifest
+
+
+def _store(manifest: Manifest, job_id: str, result: dict) -> None:
+    final = manifest.job_dir(job_id)
+    if result["files"]:
+        tmp = final.parent / f".{job_id}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        summary = dict(result["summary"], out=str(final))
+        files = dict(result["files"], **{"summary.json": (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode()})
+        for name, data in files.items():
+            atomic_write_text(tmp / name, data.decode())
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    short = None
+    if result["summary"] is not None:
+        s = result["summary"]
+        short = {"final_disc": s["final_disc"]["mean"], "rounds_done": s["rounds_done"],
+                 "final_test_acc": s.get("final_test_acc", {}).get("mean")}
+    state = "failed" if result["error"] else "done"
+    manifest.set(job_id, state, error=result["error"], wall_s=round(result["wall_s"], 3), summary=short)
+
+
+def _clean_temporaries(root: Path) -> None:
+    jobs = root / "jobs"
+    if jobs.is_dir():
+        for p in jobs.glob(".*.tmp"):
+            shutil.rmtree(p, ignore_errors=True)
