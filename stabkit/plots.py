@@ -35,7 +35,8 @@ def _save(fig, out: Path, name: str) -> list:
 
 
 def _colors(n):
-    return sns.color_palette("colorblind", max(n, 1))
+    """Distinct colours: the colour-blind palette up to 10 curves, evenly spaced hues beyond."""
+    return sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1))
 
 
 def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:

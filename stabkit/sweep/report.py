@@ -140,13 +140,17 @@ def _groups(labels: dict) -> dict:
 def _plot_discrepancy(name, analyses, labels, out) -> list:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     groups = _groups(labels)
+    finals = []
     for (label, members), color in zip(groups.items(), _colors(len(groups))):
         curves = np.concatenate([analyses[j].curves() for j in members])  # [seeds x pairs, T + 1]
         t = np.arange(curves.shape[1])
         m, s = curves.mean(0), curves.std(0)
         ax.plot(t, m, color=color, lw=1.8, label=label)
         ax.fill_between(t, m - s, m + s, color=color, alpha=0.15)
+        finals.append(m[-1])
     ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title=f"{name}: global discrepancy (±1 std, seeds × pairs)")
+    if min(finals) > 0 and max(finals) / min(finals) > 30:  # curves orders of magnitude apart: log scale
+        ax.set_yscale("log")
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _save(fig, out, "discrepancy")
 
