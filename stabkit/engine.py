@@ -20,6 +20,7 @@ from stabkit.data import FederatedData
 from stabkit.flatmodel import FlatModel
 from stabkit.perturbation import Neighbours, active_swap
 from stabkit.sampling import batch_positions, sample_clients
+from stabkit.threads import threads_for
 
 
 @dataclass
@@ -34,6 +35,9 @@ class RoundRecord:
     grad_evals: float = 1.0  # minibatch/full gradient evaluations per client per local step
 
 
+PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they take at most this much memory
+
+
 class PairedEngine:
     """Holds the batched state of all pairs and advances it one round at a time."""
 
@@ -46,6 +50,8 @@ class PairedEngine:
         self.server, self.client_state = algo.init_state(self.x, data.num_rows)
         self.grad_evals = 0
         self.full_batch = cfg.batch_size == "full"
+        batch = int(data.n_np.max()) if self.full_batch else cfg.batch_size
+        self.step_flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * self.s * batch
 
     def round_rows(self, t: int) -> tuple:
         """Logical sample S_t ``[R, s]`` and the physical rows ``[R, 2, s]`` each trajectory trains on."""
@@ -110,10 +116,19 @@ class PairedEngine:
 
         if self.full_batch:
             return (lambda k: full), full
+        if idx.numel() * data.x[0, 0].numel() * data.x.element_size() <= PREFETCH_BYTES:
+            # all K steps' minibatches in one gather, step-major so each step's slice is contiguous
+            K = idx.shape[3]
+            xs, ys = data.gather(rows_t.expand(K, R, 2, s), idx.movedim(3, 0))
+            return (lambda k: (lambda z: batched(z, xs[k], ys[k], None))), full
         return (lambda k: (lambda z, b=data.gather(rows_t, idx[..., k, :]): batched(z, *b, None))), full
 
     def step(self, t: int, track_local: bool = False) -> RoundRecord:
         """Run round t on both trajectories of every pair and return what it measured."""
+        with threads_for(self.step_flops):
+            return self._step(t, track_local)
+
+    def _step(self, t: int, track_local: bool) -> RoundRecord:
         cfg, R, s, d = self.cfg, self.R, self.s, self.x.shape[-1]
         S, rows = self.round_rows(t)
         idx = self._batches(t, rows)

@@ -4,7 +4,8 @@ Per-client state, averaging and ||x - x'|| are single tensor ops on flat vectors
 module is only a shape template evaluated with ``torch.func.functional_call``. ``grads`` computes the
 minibatch-loss gradients of many clients at once with ``vmap(grad(...))`` (no Python loop over
 clients); ``evaluate`` gives per-sample losses, correctness and the gradient of a weighted full-data
-loss for several models on shared data.
+loss for several models on shared data. Flatten/Linear/ReLU stacks (logistic, MLP, linear) take a
+hand-written batched backward instead (``stabkit.mlpgrad``): same numbers, a fraction of the overhead.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
+
+from stabkit.mlpgrad import compile_mlp
 
 
 class FlatModel:
@@ -27,6 +30,8 @@ class FlatModel:
         self.numels = [p.numel() for p in params.values()]
         self.d = sum(self.numels)
         self.dtype, self.device = dtype, device
+        self.fast = compile_mlp(self.module, kind)  # None: the generic torch.func path
+        self._flops = None
         self._batched_grad = vmap(grad(self._batch_loss))
         self._batched_grad_weighted = vmap(grad(self._weighted_loss))
         self._eval = vmap(grad_and_value(self._eval_loss, has_aux=True), in_dims=(0, None, None, 0))
@@ -39,6 +44,17 @@ class FlatModel:
 
     def unflatten(self, theta: torch.Tensor) -> dict:
         return {n: t.view(s) for n, t, s in zip(self.names, torch.split(theta, self.numels), self.shapes)}
+
+    def flops_per_sample(self, x1: torch.Tensor, y1: torch.Tensor) -> float:
+        """FLOPs of one sample's loss forward + backward, counted from the op shapes (matmul/conv) by
+        ``torch.utils.flop_counter`` on ``x1 [1, ...]``, ``y1 [1]``; cached after the first call."""
+        if self._flops is None:
+            from torch.utils.flop_counter import FlopCounterMode
+            theta = self.flatten().requires_grad_(True)
+            with FlopCounterMode(display=False) as counter:
+                self._batch_loss(theta, x1, y1).backward()
+            self._flops = float(counter.get_total_flops())
+        return self._flops
 
     def per_sample_loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.kind == "regression":
@@ -75,6 +91,8 @@ class FlatModel:
 
         ``w`` (``[P, B]``, optional) masks padded samples in full-batch mode.
         """
+        if self.fast is not None:
+            return self.fast.grads(theta, x, y, w)
         if w is None:
             return self._batched_grad(theta, x, y)
         return self._batched_grad_weighted(theta, x, y, w)
@@ -82,6 +100,8 @@ class FlatModel:
     def evaluate(self, theta, x, y, w):
         """For models theta ``[Q, d]`` on shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss
         ``[Q, d]``, per-sample losses ``[Q, N]`` and correctness ``[Q, N]`` (NaN for regression)."""
+        if self.fast is not None:
+            return self.fast.evaluate(theta, x, y, w)
         g, (_, (losses, correct)) = self._eval(theta, x, y, w)
         return g, losses, correct
 
@@ -98,4 +118,6 @@ class FlatModel:
     @torch.no_grad()
     def losses(self, theta, x, y):
         """Per-sample losses and correctness ``[Q, N]`` of models theta ``[Q, d]`` (no gradient)."""
+        if self.fast is not None:
+            return self.fast.eval_losses(theta, x, y)
         return self._forward_losses(theta, x, y)

@@ -21,6 +21,7 @@ import torch
 from stabkit.data import FederatedData
 from stabkit.flatmodel import FlatModel
 from stabkit.perturbation import Neighbours
+from stabkit.threads import threads_for
 
 TRAJ = ("a", "b")
 
@@ -39,16 +40,21 @@ class Evaluator:
     def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours):
         self.model, self.data, self.nb = model, data, nb
         R, _, M = nb.cmap.shape
-        sizes = data.n.to(data.flat_x.dtype)
-        member = torch.zeros(R * 2, data.num_rows, dtype=data.flat_x.dtype, device=data.flat_x.device)
+        sizes = data.n.to(data.dtype)
+        member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=data.flat_x.device)
         member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
         self.train_w = (member / (M * sizes))[:, data.flat_owner]  # [2R, N]
         self.origin = torch.as_tensor(data.origin, device=data.flat_x.device)
         self.unseen = torch.as_tensor(nb.unseen_pool, device=data.flat_x.device)
+        self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * len(data.flat_y)
 
-    @torch.no_grad()
     def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""
+        with threads_for(self.flops):
+            return self._evaluate(x, rows)
+
+    @torch.no_grad()
+    def _evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         R, _, d = x.shape
         m, data = self.model, self.data
         theta = x.reshape(R * 2, d)

@@ -1,0 +1,204 @@
+"""Throughput benchmark of the paired engine against a per-client loop (issue 5). One command:
+
+    .venv/bin/python benchmarks/run.py [--only W1,W3] [--reps 3] [--device cpu] [--json benchmarks/results.json]
+
+Each workload (``benchmarks/workloads.py``) runs in its own process (so peak RSS is per workload). In
+that process stabkit at every pair count and the baseline (``benchmarks/baseline.py``) are timed
+alternately, ``--reps`` times, and medians are reported; the fp32 GEMM peak is measured in the same
+process. FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Prints a
+table and writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.baseline import PerClientLoop  # noqa: E402
+from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.experiment import PairedRun  # noqa: E402
+from stabkit.runstore import atomic_write_json  # noqa: E402
+
+
+def gemm_peak(n: int = 1024, reps: int = 5) -> float:
+    """Best fp32 GEMM GFLOP/s over 1 thread and torch's default thread count, measured now."""
+    best, default = 0.0, torch.get_num_threads()
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for threads in sorted({1, default}):
+        torch.set_num_threads(threads)
+        torch.mm(a, b)
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = max(best, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
+    torch.set_num_threads(default)
+    return best
+
+
+def timed(fn, rounds: int) -> float:
+    """Seconds per call of ``fn`` over ``rounds`` calls."""
+    start = time.perf_counter()
+    for _ in range(rounds):
+        fn()
+    return (time.perf_counter() - start) / rounds
+
+
+class Stepper:
+    """Advances a built PairedRun round by round; optionally times evaluation after each round."""
+
+    def __init__(self, run: PairedRun):
+        self.run, self.t, self.rec = run, 0, None
+        self.eval_s: list = []
+
+    def step(self):
+        self.rec = self.run.engine.step(self.t)
+        self.t += 1
+
+    def step_and_eval(self):
+        self.step()
+        start = time.perf_counter()
+        self.run.evaluator.evaluate(self.run.engine.x, self.rec.rows)
+        self.eval_s.append(time.perf_counter() - start)
+
+
+def fit_exponent(xs, ys) -> float:
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def scaling(w, task, reps: int, rounds: int) -> dict:
+    """Round time of the largest pair count vs clients per round and vs K (``w.scaling``), log-log slope."""
+    base = w.config(max(w.pairs))
+    out = {}
+    for field in ("clients_per_round", "local_steps"):
+        values = w.scaling
+        steppers = [Stepper(PairedRun(base.replace(**{field: v}), task=task)) for v in values]
+        for s in steppers:
+            s.step()
+        times = [[timed(s.step, rounds) for s in steppers] for _ in range(reps)]
+        med = np.median(np.array(times), axis=0)
+        out[field] = {"values": list(values), "round_s": med.tolist(), "exponent": fit_exponent(values, med)}
+    return out
+
+
+def measure(name: str, scale: float, reps: int, device: str) -> dict:
+    """Everything reported for one workload (runs in its own process)."""
+    w = workloads(scale, device)[name]
+    task = w.task()
+    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    peak = gemm_peak()
+    runs = {R: Stepper(PairedRun(w.config(R), task=task)) for R in w.pairs}
+    cfg = w.config(1)
+    any_run = next(iter(runs.values())).run
+    fps = any_run.model.flops_per_sample(any_run.data.x[0, :1], any_run.data.y[0, :1])
+    contestants = {f"stabkit_{R}": s.step_and_eval if w.evaluate else s.step for R, s in runs.items()}
+    if w.baseline:
+        base = PerClientLoop(cfg, task, fps)
+        contestants["baseline"] = base.round
+    for fn in contestants.values():  # warm-up round
+        fn()
+    for s in runs.values():
+        s.eval_s.clear()
+    times = {k: [] for k in contestants}
+    for _ in range(reps):
+        for k, fn in contestants.items():
+            times[k].append(timed(fn, w.rounds))
+    result = {"workload": name, "description": w.description, "d": any_run.model.d,
+              "flops_per_sample": fps, "gemm_peak_gflops": peak, "rows": []}
+    for R, s in runs.items():
+        c = s.run.cfg
+        per_round = np.array(times[f"stabkit_{R}"])
+        eval_s = float(np.median(s.eval_s)) if s.eval_s else 0.0
+        step_s = per_round - eval_s  # the timed calls include evaluation where it is measured
+        row = {"pairs": R, "round_s": float(np.median(step_s)), "rounds_per_s": float(np.median(1 / step_s)),
+               "traj_rounds_per_s": float(np.median(2 * R / step_s)),
+               "client_steps_per_s": float(np.median(2 * R * c.sampled_clients * c.local_steps / step_s)),
+               "eval_s": eval_s, "eval_fraction": eval_s / (eval_s + float(np.median(step_s)))}
+        row["gflops"] = row["client_steps_per_s"] * c.batch_size * fps / 1e9
+        row["peak_fraction"] = row["gflops"] / peak
+        if w.baseline:
+            b = np.array(times["baseline"])
+            row["baseline_rounds_per_s"] = float(np.median(1 / b))
+            row["ratio"] = float(np.median(b * 2 * R / step_s))  # traj-rounds/s over baseline rounds/s, per rep
+        result["rows"].append(row)
+    if w.scaling:
+        result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+            f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start")
+
+
+def table(results: list) -> str:
+    head = (f"{'':<3} {'pairs':>5} {'rounds/s':>9} {'traj-r/s':>9} {'base r/s':>9} {'ratio':>6} "
+            f"{'cl-steps/s':>10} {'GFLOP/s':>8} {'%peak':>6} {'eval%':>6} {'RSS MB':>7}")
+    lines = [head]
+    for res in results:
+        for row in res["rows"]:
+            base = row.get("baseline_rounds_per_s")
+            lines.append(
+                f"{res['workload']:<3} {row['pairs']:>5} {row['rounds_per_s']:>9.3g} {row['traj_rounds_per_s']:>9.3g} "
+                f"{'-' if base is None else f'{base:.3g}':>9} "
+                f"{'-' if base is None else format(row['ratio'], '.1f') + 'x':>6} "
+                f"{row['client_steps_per_s']:>10.4g} {row['gflops']:>8.3g} {100 * row['peak_fraction']:>5.1f}% "
+                f"{'-' if not row['eval_s'] else format(100 * row['eval_fraction'], '.0f') + '%':>6} "
+                f"{res['peak_rss_mb']:>7.0f}")
+    for res in results:
+        lines.append(f"{res['workload']}: {res['description']}; d={res['d']}, "
+                     f"{res['flops_per_sample'] / 1e6:.3g} MFLOP/sample (fwd+bwd), "
+                     f"GEMM peak {res['gemm_peak_gflops']:.1f} GFLOP/s")
+        for field, sc in res.get("scaling", {}).items():
+            lines.append(f"    round time vs {field} {sc['values']}: exponent {sc['exponent']:.2f} "
+                         f"({', '.join(f'{1e3 * t:.1f}' for t in sc['round_s'])} ms)")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="W1,W2,W3,W4,W5", help="comma-separated workloads")
+    ap.add_argument("--reps", type=int, default=3, help="alternating repetitions (median reported)")
+    ap.add_argument("--scale", type=float, default=1.0, help="shrink every workload (smoke test)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--json", default="benchmarks/results.json")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: measure one workload
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(args.one, args.scale, args.reps, args.device)))
+        return
+    results = []
+    for name in args.only.split(","):
+        cmd = [sys.executable, __file__, "--one", name, "--scale", str(args.scale), "--reps", str(args.reps),
+               "--device", args.device]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"workload {name} failed:\n{done.stderr[-3000:]}")
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"{name} done", file=sys.stderr)
+    report = {"machine": machine(), "results": results}
+    print(report["machine"])
+    print(table(results))
+    atomic_write_json(Path(args.json), report)
+
+
+if __name__ == "__main__":
+    main()

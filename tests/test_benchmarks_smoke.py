@@ -1,0 +1,23 @@
+"""A tiny run of the throughput benchmark (benchmarks/run.py) so it cannot rot; no timing is asserted."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import run  # noqa: E402
+
+
+def test_benchmark_smoke(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    run.main(["--only", "W1", "--scale", "0.1", "--reps", "1", "--json", str(out)])
+    report = json.loads(out.read_text())
+    (res,) = report["results"]
+    assert res["workload"] == "W1" and res["flops_per_sample"] > 0 and res["gemm_peak_gflops"] > 0
+    assert [r["pairs"] for r in res["rows"]] == [1, 8]
+    for row in res["rows"]:
+        assert abs(row["traj_rounds_per_s"] / row["rounds_per_s"] - 2 * row["pairs"]) < 1e-9  # one rep: exact
+        assert row["baseline_rounds_per_s"] > 0 and row["ratio"] > 0 and 0 < row["eval_fraction"] < 1
+    assert set(res["scaling"]) == {"clients_per_round", "local_steps"}
+    assert res["peak_rss_mb"] > 0
+    printed = capsys.readouterr().out
+    assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed
