@@ -17,6 +17,7 @@ import yaml
 from stabkit.config import CLIENT_MODE_HELP, RunConfig
 from stabkit.errors import ConfigError
 from stabkit.experiment import PairedRun, default_out_dir
+from stabkit.presets import preset_values
 from stabkit.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
@@ -30,8 +31,9 @@ OPTIONS = [
                      "draw from its client's distribution) or none (null pair)"),
     ("client_mode", str, CLIENT_MODE_HELP),
     ("task", str, "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), quadratic "
-                  "(least squares with known L, μ, σ_g), npz (your own file, --npz-path)"),
-    ("model", str, "logistic, mlp, cnn or linear (default: the task's)"),
+                  "(least squares with known L, μ, σ_g), npz (your own file, --npz-path), or a paper data set "
+                  "from --data-dir: cifar10, cifar100, mnist, fashion_mnist, emnist_l, shakespeare, tinyimagenet"),
+    ("model", str, "see `stabkit models` (default: the task's)"),
     ("hidden", int, "hidden width of the MLP"),
     ("pairs", int, "independent replicate pairs R (different perturbed clients/samples and seeds)"),
     ("rounds", int, "communication rounds T"),
@@ -72,6 +74,8 @@ TASK_OPTIONS = [
     ("quad_heterogeneity", float, "quadratic spread of client optima"),
     ("quad_noise", float, "quadratic target noise"),
     ("npz_path", str, "npz file with arrays x, y, client (optional x_test, y_test)"),
+    ("data_dir", str, "directory with a paper data set's published files (cifar10, cifar100, mnist, "
+                      "fashion_mnist, emnist_l, shakespeare, tinyimagenet; README 'Data sets')"),
 ]
 
 
@@ -137,9 +141,9 @@ def _read_config(path: str) -> dict:
     return data
 
 
-def build_config(params: dict, explicit: set, config_path, hp_items) -> RunConfig:
-    """Merge config file values with the command line (explicit options win) into a RunConfig."""
-    values = _read_config(config_path) if config_path else {}
+def build_config(params: dict, explicit: set, config_path, hp_items, preset=None) -> RunConfig:
+    """Merge preset, config file and command line (explicit options win, then the file) into a RunConfig."""
+    values = {**(preset_values(preset) if preset else {}), **(_read_config(config_path) if config_path else {})}
     for key, value in params.items():
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)
@@ -160,17 +164,19 @@ def build_config(params: dict, explicit: set, config_path, hp_items) -> RunConfi
 @click.option("--hp", "hp_items", multiple=True, metavar="NAME=VALUE",
               help="algorithm hyperparameter (repeatable), e.g. --hp beta=0.9 --hp mu=0.01")
 @click.option("--config", "config_path", default=None, help="run config file (.yaml/.json); options override it")
+@click.option("--preset", default=None,
+              help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--constants/--no-constants", "constants", default=None,
               help="estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run [default: on]")
 @click.pass_context
-def pair(ctx, hp_items, config_path, out, quiet, constants, **params):
+def pair(ctx, hp_items, config_path, preset, out, quiet, constants, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     if constants is not None:
         params["constants"] = constants
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
-    cfg = build_config(params, explicit, config_path, hp_items)
+    cfg = build_config(params, explicit, config_path, hp_items, preset)
     run = PairedRun(cfg)
     out_dir = Path(out) if out else default_out_dir(cfg)
     from tqdm import tqdm

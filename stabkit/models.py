@@ -1,8 +1,12 @@
-"""Model zoo: small plain ``torch.nn`` modules sized from a task.
+"""Model zoo: plain ``torch.nn`` modules sized from a task.
 
 No BatchNorm or dropout: the engine runs every model through ``torch.func.functional_call`` and
 ``vmap`` over clients, which needs stateless, deterministic modules. Inputs arrive as
 ``[B, *task.input_shape]``; classifiers return ``[B, num_classes]`` logits, ``linear`` returns ``[B, 1]``.
+
+The papers' architectures (``stabkit.nets``): ``fedavg_cnn`` (FedSAGD Table 5; FedSWA's code calls the same
+net "LeNet-5"), ``lenet5`` (LeCun's, with ReLU and max-pool), ``vgg11`` (no BN), ``resnet18_gn``
+(GroupNorm(2)) and ``char_lstm`` (the Shakespeare LSTM, on integer token inputs).
 """
 from __future__ import annotations
 
@@ -11,15 +15,29 @@ import math
 from torch import nn
 
 from stabkit.errors import require
+from stabkit.nets.convnets import conv_pool_net, vgg11
+from stabkit.nets.lstm import VOCAB, CharLSTM
+from stabkit.nets.resnet import ResNet18GN
 from stabkit.tasks.base import Task
 
-MODELS = ("logistic", "mlp", "cnn", "linear")
+MODELS = ("logistic", "mlp", "cnn", "linear", "fedavg_cnn", "lenet5", "vgg11", "resnet18_gn", "char_lstm")
+DESCRIPTIONS = {
+    "logistic": "multinomial logistic regression (EMNIST-L in FedSAGD)",
+    "mlp": "one hidden ReLU layer of --hidden units",
+    "cnn": "small CNN: conv 16, conv 32 (3x3, padded), 2x2 pools, linear head",
+    "linear": "least-squares regression without bias",
+    "fedavg_cnn": "FedAvg CNN, FedSAGD Table 5: 5x5 convs 64, 64, 2x2 pools, FC 384, 192",
+    "lenet5": "LeNet-5: 5x5 convs 6, 16, 2x2 pools, FC 120, 84",
+    "vgg11": "VGG-11 without BN, classifier 512-512-256 (FedSWA code)",
+    "resnet18_gn": "ResNet-18 with GroupNorm(2), torchvision layout",
+    "char_lstm": "Shakespeare: embedding 8, two LSTM layers of 100, linear on the last step",
+}
+# Minimum (H, W) of image inputs per image model.
+_MIN_SIZE = {"cnn": 4, "fedavg_cnn": 16, "lenet5": 16, "vgg11": 32, "resnet18_gn": 1}
 
 
 def _cnn(shape: tuple, classes: int) -> nn.Module:
     """Two conv+ReLU+2x2-pool blocks and a linear head, for (C, H, W) inputs of at least 4x4."""
-    require(len(shape) == 3 and min(shape[1:]) >= 4, "model", "cnn",
-            f"needs image inputs (C, H, W) with H, W >= 4, but the task's input shape is {shape}")
     channels, height, width = shape
     return nn.Sequential(
         nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -28,10 +46,26 @@ def _cnn(shape: tuple, classes: int) -> nn.Module:
     )
 
 
+def _image_model(name: str, shape: tuple, classes: int) -> nn.Module:
+    least = _MIN_SIZE[name]
+    require(len(shape) == 3 and min(shape[1:]) >= least, "model", name,
+            f"needs image inputs (C, H, W) with H, W >= {least}, but the task's input shape is {shape}")
+    if name == "cnn":
+        return _cnn(shape, classes)
+    if name == "fedavg_cnn":
+        return conv_pool_net(shape, classes, channels=(64, 64), widths=(384, 192))
+    if name == "lenet5":
+        return conv_pool_net(shape, classes, channels=(6, 16), widths=(120, 84))
+    if name == "vgg11":
+        return vgg11(shape[0], classes)
+    return ResNet18GN(shape[0], classes)
+
+
 def build_model(name: str, task: Task, hidden: int = 64) -> nn.Module:
     """Build model ``name`` (one of :data:`MODELS`) for ``task``; ``hidden`` is the MLP width.
 
-    ``linear`` is for regression tasks only, the others for classification tasks only.
+    ``linear`` is for regression tasks only, the others for classification tasks only; ``char_lstm``
+    needs integer token sequences of LEAF's 80-character alphabet.
     """
     require(name in MODELS, "model", name, f"one of {', '.join(MODELS)}")
     require(hidden >= 1, "hidden", hidden, "an integer >= 1")
@@ -44,6 +78,12 @@ def build_model(name: str, task: Task, hidden: int = 64) -> nn.Module:
         return nn.Sequential(nn.Flatten(), nn.Linear(d, classes))
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, classes))
-    if name == "cnn":
-        return _cnn(tuple(task.input_shape), classes)
-    return nn.Sequential(nn.Flatten(), nn.Linear(d, 1, bias=False))
+    if name == "linear":
+        return nn.Sequential(nn.Flatten(), nn.Linear(d, 1, bias=False))
+    if name == "char_lstm":
+        integer = task.train_x[0].dtype.kind in "iu"
+        require(integer and len(task.input_shape) == 1, "model", name,
+                f"needs integer token sequences [n, T], but task {task.name!r} has "
+                f"{task.train_x[0].dtype} inputs of shape {task.input_shape}")
+        return CharLSTM(VOCAB, classes)
+    return _image_model(name, tuple(task.input_shape), classes)

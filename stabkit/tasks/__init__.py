@@ -8,14 +8,21 @@ import numpy as np
 
 from stabkit.errors import require
 from stabkit.tasks.base import Task
+from stabkit.tasks.cifar import build_cifar10, build_cifar100
 from stabkit.tasks.digits import build_digits
+from stabkit.tasks.idx import build_emnist_l, build_fashion_mnist, build_mnist
+from stabkit.tasks.leaf import build_shakespeare
 from stabkit.tasks.npz import build_npz
 from stabkit.tasks.options import TaskOptions
 from stabkit.tasks.quadratic import build_quadratic
 from stabkit.tasks.synthetic import build_synthetic
+from stabkit.tasks.tinyimagenet import build_tinyimagenet
 
 _BUILDERS = {"digits": build_digits, "synthetic": build_synthetic,
-             "quadratic": build_quadratic, "npz": build_npz}
+             "quadratic": build_quadratic, "npz": build_npz,
+             "cifar10": build_cifar10, "cifar100": build_cifar100, "mnist": build_mnist,
+             "fashion_mnist": build_fashion_mnist, "emnist_l": build_emnist_l,
+             "shakespeare": build_shakespeare, "tinyimagenet": build_tinyimagenet}
 TASKS = tuple(_BUILDERS)
 
 __all__ = ["TASKS", "Task", "TaskOptions", "build_task"]

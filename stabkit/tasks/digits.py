@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.datasets import load_digits
 
-from stabkit.partition import partition, split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.options import TaskOptions
+from stabkit.tasks.pooled import partitioned_task
 
 TEST_SIZE = 297
 
@@ -22,14 +22,5 @@ def build_digits(opts: TaskOptions, rng: np.random.Generator) -> Task:
     y = data.target.astype(np.int64)
     order = rng.permutation(len(y))
     test, pool = order[:TEST_SIZE], order[TEST_SIZE:]
-    parts = partition(y[pool], opts.partition, opts.clients + opts.heldout_clients, rng,
-                      alpha=opts.dirichlet_alpha, shards_per_client=opts.shards_per_client)
-    splits = [split_off(pool[p], opts.val_fraction, rng) for p in parts]
-    return Task(
-        name="digits", kind="classification", num_classes=10, input_shape=(1, 8, 8),
-        train_x=[x[tr] for tr, _ in splits], train_y=[y[tr] for tr, _ in splits],
-        val_x=[x[va] for _, va in splits], val_y=[y[va] for _, va in splits],
-        test_x=x[test], test_y=y[test], num_train_clients=opts.clients, default_model="mlp",
-        description=f"sklearn digits, {opts.partition} partition over "
-                    f"{opts.clients}+{opts.heldout_clients} clients",
-    )
+    return partitioned_task("digits", x, y, pool, x[test], y[test], opts, rng, num_classes=10,
+                            default_model="mlp", source="sklearn digits")

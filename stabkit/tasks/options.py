@@ -36,6 +36,8 @@ class TaskOptions:
     quad_noise: float = 0.5
     # npz
     npz_path: str | None = None
+    # the papers' data sets read from their published files (cifar10, cifar100, mnist, ...)
+    data_dir: str | None = None
 
     def __post_init__(self) -> None:
         require(self.clients >= 1, "clients", self.clients, "an integer >= 1")

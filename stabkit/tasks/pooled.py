@@ -1,0 +1,42 @@
+"""From pooled arrays to a partitioned :class:`Task`: the shared last step of every pooled data set.
+
+Data sets that arrive as one labelled training pool plus a test split (digits, CIFAR, the idx data sets,
+Tiny ImageNet) are split the same way: ``opts.partition`` (iid, Dirichlet label skew, shards) deals the
+pool among M + H clients of equal size, then each client gives ``val_fraction`` of its samples to its
+validation split. All randomness comes from ``rng``, so equal options give identical tasks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stabkit.partition import partition, split_off
+from stabkit.tasks.base import Task
+from stabkit.tasks.options import TaskOptions
+
+
+def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, test_x: np.ndarray,
+                     test_y: np.ndarray, opts: TaskOptions, rng: np.random.Generator, *,
+                     num_classes: int, default_model: str, source: str) -> Task:
+    """Partition samples ``x[pool]`` among ``opts.clients + opts.heldout_clients`` clients.
+
+    ``source`` names the data in the task description. Samples left over by the balanced partition
+    are dropped.
+    """
+    parts = partition(y[pool], opts.partition, opts.clients + opts.heldout_clients, rng,
+                      alpha=opts.dirichlet_alpha, shards_per_client=opts.shards_per_client)
+    splits = [split_off(pool[p], opts.val_fraction, rng) for p in parts]
+    return Task(
+        name=name, kind="classification", num_classes=num_classes, input_shape=tuple(x.shape[1:]),
+        train_x=[x[tr] for tr, _ in splits], train_y=[y[tr] for tr, _ in splits],
+        val_x=[x[va] for _, va in splits], val_y=[y[va] for _, va in splits],
+        test_x=test_x, test_y=test_y, num_train_clients=opts.clients, default_model=default_model,
+        description=f"{source}, {opts.partition} partition over {opts.clients}+{opts.heldout_clients} clients",
+    )
+
+
+def standardise(x: np.ndarray, mean, std) -> np.ndarray:
+    """``(x - mean) / std`` per channel (axis 1) in float32; ``mean``/``std`` scalars or per channel."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = np.asarray(mean, dtype=np.float32).reshape(shape)
+    std = np.asarray(std, dtype=np.float32).reshape(shape)
+    return ((x.astype(np.float32) - mean) / std).astype(np.float32)
