@@ -49,6 +49,8 @@ OPTIONS = [
     ("ri_beta", float, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
                        "x_t + β(x_t − their last local model); 0 = off"),
     ("ri_aggregation", str, "with RI: model_avg (FedInit paper) or delta_from_init (reference code)"),
+    ("augment", str, "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from the coupled "
+                      "streams so both runs augment alike; image tasks, minibatches only)"),
     ("dtype", str, "float32 or float64"),
     ("device", str, "auto, cpu or cuda[:N]"),
     ("init", str, "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both runs start from"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from stabkit.algorithms.relaxed_init import AGGREGATIONS
+from stabkit.augment import AUGMENTATIONS
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.options import TaskOptions
 
@@ -59,11 +60,13 @@ class RunConfig:
     eval_every: int = 1
     local_rounds: tuple = (0,)
     constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
+    augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.augment)
 
     def __post_init__(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
         require(self.client_mode in CLIENT_MODES, "client_mode", self.client_mode,
                 f"one of {', '.join(CLIENT_MODES)}")
+        require(self.augment in AUGMENTATIONS, "augment", self.augment, f"one of {', '.join(AUGMENTATIONS)}")
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):
             value = getattr(self, name)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext
+from stabkit.augment import crop_flip
 from stabkit.config import RunConfig
 from stabkit.data import FederatedData
 from stabkit.flatmodel import FlatModel
@@ -120,8 +121,20 @@ class PairedEngine:
             # all K steps' minibatches in one gather, step-major so each step's slice is contiguous
             K = idx.shape[3]
             xs, ys = data.gather(rows_t.expand(K, R, 2, s), idx.movedim(3, 0))
+            xs = self._augment(xs, np.arange(K))
             return (lambda k: (lambda z: batched(z, xs[k], ys[k], None))), full
-        return (lambda k: (lambda z, b=data.gather(rows_t, idx[..., k, :]): batched(z, *b, None))), full
+
+        def step_batch(k):
+            xb, yb = data.gather(rows_t, idx[..., k, :])
+            return self._augment(xb[None], np.array([k]))[0], yb
+
+        return (lambda k: (lambda z, b=step_batch(k): batched(z, *b, None))), full
+
+    def _augment(self, x: torch.Tensor, steps: np.ndarray) -> torch.Tensor:
+        """The run's coupled augmentation of minibatches ``[K, R, 2, s, B, ...]`` (identity for ``none``)."""
+        if self.cfg.augment == "none":
+            return x
+        return crop_flip(x, self.cfg.seed, self._round, steps)
 
     def step(self, t: int, track_local: bool = False) -> RoundRecord:
         """Run round t on both trajectories of every pair and return what it measured."""
@@ -131,6 +144,7 @@ class PairedEngine:
     def _step(self, t: int, track_local: bool) -> RoundRecord:
         cfg, R, s, d = self.cfg, self.R, self.s, self.x.shape[-1]
         S, rows = self.round_rows(t)
+        self._round = t
         idx = self._batches(t, rows)
         rows_t = torch.as_tensor(rows, device=self.x.device)
         at_rows = (torch.arange(R)[:, None, None], torch.arange(2)[None, :, None], rows_t)

@@ -23,7 +23,7 @@ from stabkit.config import RunConfig
 from stabkit.constants import estimate_constants
 from stabkit.data import FederatedData
 from stabkit.engine import PairedEngine
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, require
 from stabkit.flatmodel import FlatModel
 from stabkit.init import initial_parameters
 from stabkit.metrics import TRAJ, Evaluator
@@ -61,6 +61,8 @@ class PairedRun:
         model_name = cfg.model or self.task.default_model
         make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
         make_module()  # validates model/task compatibility before anything else happens
+        require(cfg.augment == "none" or len(self.task.input_shape) == 3, "augment", cfg.augment,
+                f"none for task {self.task.name!r}: crop_flip needs image inputs (C, H, W)")
         self.device = resolve_device(cfg.device)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)

@@ -52,6 +52,8 @@ BAD = [
     (["--rounds", "abc"], "'abc'", "integer"),
     (["--algo", "fedinit", "--ri-beta", "0.1"], "ri_beta=0.1", "--hp beta"),
     (["--ri-aggregation", "sum"], "ri_aggregation='sum'", "model_avg, delta_from_init"),
+    (["--augment", "mixup"], "augment='mixup'", "none, crop_flip"),
+    (["--task", "synthetic", "--augment", "crop_flip"], "augment='crop_flip'", "needs image inputs"),
 ]
 
 
