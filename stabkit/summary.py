@@ -49,7 +49,7 @@ def format_summary(s: dict) -> str:
     fd, md = s["final_disc"], s["max_disc"]
     lines = [
         f"status: {s['status']}" + (f" at round {s['diverged_round']}" if s.get("diverged_round") else "")
-        + f" ({s['rounds_done']} rounds, {s['pairs']} pairs, {s['rounds_per_s']:.1f} rounds/s)",
+        + f" ({s['rounds_done']} rounds, {s['pairs']} pairs, {s['rounds_per_s']:.3g} rounds/s)",
         f"final ||x_T - x'_T|| (round {s['final_round']}): mean {fd['mean']:.4g} ± {fd['std']:.3g} "
         f"[min {fd['min']:.4g}, max {fd['max']:.4g}]",
         f"max over rounds:   mean {md['mean']:.4g} ± {md['std']:.3g} [max {md['max']:.4g}]",
