@@ -147,7 +147,8 @@ class PairedEngine:
         self._round = t
         idx = self._batches(t, rows)
         rows_t = torch.as_tensor(rows, device=self.x.device)
-        at_rows = (torch.arange(R)[:, None, None], torch.arange(2)[None, :, None], rows_t)
+        dev = rows_t.device
+        at_rows = (torch.arange(R, device=dev)[:, None, None], torch.arange(2, device=dev)[None, :, None], rows_t)
         step_grad, full_grad = self._grad_fns(rows_t, idx)
         ctx = RoundContext(
             t=t, x=self.x, x0=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
