@@ -12,13 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from stabkit import RunConfig, TaskOptions
+from stabkit import RunConfig
 from stabkit.errors import ConfigError
 from stabkit.experiment import PairedRun
-from stabkit.tasks.base import Task
-from tests.helpers import grad, tiny_run
+from tests.helpers import K, LR, grad, local_models, run_rounds, tiny_run
 
-LR, K = 0.1, 2
 ATOL = 1e-12
 
 # Three training clients of sizes 2, 3 and 1 (unequal on purpose), plus two held-out clients.
@@ -32,31 +30,14 @@ def grad3(i, x):
     return A3[i].T @ (A3[i] @ x - B3[i]) / len(B3[i])
 
 
-def task3() -> Task:
-    xs = A3 + [np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[0.5, 0.0], [0.0, 0.5]])]
-    ys = B3 + [np.array([1.0, 0.0]), np.array([0.0, 1.0])]
-    return Task(name="tiny3", kind="regression", num_classes=0, input_shape=(2,), train_x=xs, train_y=ys,
-                val_x=[x[:1] for x in xs], val_y=[y[:1] for y in ys], test_x=xs[0], test_y=ys[0],
-                num_train_clients=3, default_model="linear")
-
-
 def run3(algo, hp, rounds, **kw):
     """Float64 full-batch run on task3 with s = 2 of M = 3, and the client samples S_t of each round."""
-    cfg = RunConfig(algo=algo, hp=hp, rounds=rounds, pairs=1, local_steps=K, batch_size="full", lr=LR,
-                    clients_per_round=2, perturb="none", init="zeros", dtype="float64",
-                    task_options=TaskOptions(clients=3, heldout_clients=2), **kw)
-    run = PairedRun(cfg, task=task3())
+    run = tiny_run(algo, hp, rounds, a=A3, b=B3, **kw)
     samples = [[int(i) for i in run.engine.round_rows(t)[1][0, 0]] for t in range(rounds)]
     # the state-carrying check needs a client that skips a round and comes back later
     assert any(i not in samples[t] and i in samples[u]
                for t in range(rounds) for u in range(t + 1, rounds) for i in range(3)), samples
     return run, samples
-
-
-def run_rounds(run, rounds):
-    for t in range(rounds):
-        run.engine.step(t)
-    return run.engine.x[0, 0].numpy()
 
 
 def np_(tensor):
@@ -225,12 +206,7 @@ def test_fedadam_three_rounds(v_init):
     x, m = np.zeros(2), np.zeros(2)
     v = np.full(2, tau ** 2) if v_init == "tau2" else np.zeros(2)
     for _ in range(3):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - LR * grad(i, y)
-            ys.append(y)
+        ys = local_models(lambda i, y: y - LR * grad(i, y), x)
         delta = np.mean(ys, axis=0) - x
         m = b1 * m + (1 - b1) * delta
         v = b2 * v + (1 - b2) * delta ** 2
@@ -250,12 +226,7 @@ def test_fedcm_three_rounds(server):
     x, D = np.zeros(2), np.zeros(2)
     for t in range(3):
         lr = LR * decay ** t
-        ds = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - lr * (alpha * grad(i, y) + (1 - alpha) * D)
-            ds.append(y - x)
+        ds = [y - x for y in local_models(lambda i, y: y - lr * (alpha * grad(i, y) + (1 - alpha) * D), x)]
         D = -np.mean(ds, axis=0) / (lr * K)
         x = x + eta * np.mean(ds, axis=0) if server == "model" else x - eta * D
     run = tiny_run("fedcm", {"alpha": alpha, "server": server}, global_lr=eta, lr_decay=decay)
@@ -270,13 +241,8 @@ def test_mimelite_three_rounds_full_gradient_at_x_t():
     beta, wd = 0.4, 0.05
     x, m = np.zeros(2), np.zeros(2)
     for _ in range(3):
-        ys, Gs = [], []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - LR * ((1 - beta) * (grad(i, y) + wd * y) + beta * m)
-            ys.append(y)
-            Gs.append(grad(i, x) + wd * x)
+        ys = local_models(lambda i, y: y - LR * ((1 - beta) * (grad(i, y) + wd * y) + beta * m), x)
+        Gs = [grad(i, x) + wd * x for i in (0, 1)]
         x = np.mean(ys, axis=0)
         m = (1 - beta) * np.mean(Gs, axis=0) + beta * m
     run = tiny_run("mimelite", {"beta": beta}, weight_decay=wd)
@@ -293,12 +259,7 @@ def test_fedacg_three_rounds_lookahead_and_penalty():
     x, m = np.zeros(2), np.zeros(2)
     for _ in range(3):
         look = x + lam * m
-        ds = []
-        for i in (0, 1):
-            y = look.copy()
-            for _ in range(K):
-                y = y - LR * (grad(i, y) + b * (y - look))
-            ds.append(y - look)
+        ds = [y - look for y in local_models(lambda i, y: y - LR * (grad(i, y) + b * (y - look)), look)]
         m = lam * m + np.mean(ds, axis=0)
         x = x + eta * m
     run = tiny_run("fedacg", {"lam": lam, "beta_acg": b}, global_lr=eta)
@@ -314,12 +275,7 @@ def test_fedanag_three_rounds():
     x, v = np.zeros(2), np.zeros(2)
     for t in range(3):
         lr = LR * decay ** t
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - lr * ((1 + beta) * grad(i, y) + beta ** 2 * v)
-            ys.append(y)
+        ys = local_models(lambda i, y: y - lr * ((1 + beta) * grad(i, y) + beta ** 2 * v), x)
         delta = np.mean(ys, axis=0) - x
         v = beta / (1 + beta) * v - delta / ((1 + beta) * lr * K)
         x = x + delta

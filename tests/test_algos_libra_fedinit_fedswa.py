@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from stabkit import RunConfig, TaskOptions
+from stabkit import RunConfig
 from stabkit.experiment import PairedRun
 from stabkit.sampling import sample_clients
-from stabkit.tasks.base import Task
-from tests.helpers import A, B, grad, tiny_run
-
-LR, K = 0.1, 2
+from tests.helpers import LR, A, B, K, grad, tiny_run
 
 # ----------------------------------------------------------------------------------------------------
 # a 3-client variant of the tiny least-squares task (2 sampled per round)
@@ -26,14 +23,6 @@ B3 = B + [np.array([2.0, 0.5])]
 
 def grad3(i, x):
     return A3[i].T @ (A3[i] @ x - B3[i]) / len(B3[i])
-
-
-def tiny3_task() -> Task:
-    xs = A3 + [np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[0.5, 0.0], [0.0, 0.5]])]
-    ys = B3 + [np.array([1.0, 0.0]), np.array([0.0, 1.0])]
-    return Task(name="tiny3", kind="regression", num_classes=0, input_shape=(2,), train_x=xs, train_y=ys,
-                val_x=[x[:1] for x in xs], val_y=[y[:1] for y in ys], test_x=xs[0], test_y=ys[0],
-                num_train_clients=3, default_model="linear")
 
 
 def _skip_seed():
@@ -50,10 +39,7 @@ SEED, SKIPPER = _skip_seed()
 
 
 def run3(algo, hp=None, rounds=3, **kw):
-    cfg = RunConfig(algo=algo, hp=hp or {}, rounds=rounds, pairs=1, local_steps=K, batch_size="full", lr=LR,
-                    clients_per_round=2, perturb="none", init="zeros", dtype="float64", seed=SEED,
-                    task_options=TaskOptions(clients=3, heldout_clients=2), **kw)
-    return PairedRun(cfg, task=tiny3_task())
+    return tiny_run(algo, hp, rounds, a=A3, b=B3, seed=SEED, **kw)
 
 
 def sampled(run, t):

@@ -9,18 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from stabkit import RunConfig, TaskOptions
+from stabkit import RunConfig
 from stabkit.experiment import PairedRun
-from stabkit.tasks.base import Task
-from tests.helpers import grad, tiny_run
+from tests.helpers import K, LR, grad, local_models, run_rounds, tiny_run
 
-LR, K = 0.1, 2
-
-
-def run_rounds(run, rounds):
-    for t in range(rounds):
-        run.engine.step(t)
-    return run.engine.x[0, 0].numpy()
 
 
 def unit(v):
@@ -46,17 +38,14 @@ def test_fedsam_two_rounds_with_weight_decay_and_clipping(ascent):
         return v * min(1.0, clip / (np.linalg.norm(v) + 1e-6))
 
     x = np.zeros(2)
+    def step(i, y):
+        raw = clipped(grad(i, y))
+        a = raw if ascent == "loss" else raw + wd * y
+        eps = rho * unit(a)
+        return y - LR * (clipped(grad(i, y + eps)) + wd * y)
+
     for _ in range(2):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                raw = clipped(grad(i, y))
-                a = raw if ascent == "loss" else raw + wd * y
-                eps = rho * unit(a)
-                y = y - LR * (clipped(grad(i, y + eps)) + wd * y)
-            ys.append(y)
-        x = fedavg_server(x, ys)
+        x = fedavg_server(x, local_models(step, x))
     run = tiny_run("fedsam", {"rho": rho, "ascent": ascent}, weight_decay=wd, clip=clip)
     np.testing.assert_allclose(run_rounds(run, 2), x, rtol=0, atol=1e-12)
     assert not np.allclose(x, run_rounds(tiny_run("fedavg", weight_decay=wd, clip=clip), 2), atol=1e-6)
@@ -68,15 +57,12 @@ def test_fedsam_two_rounds_with_weight_decay_and_clipping(ascent):
 def test_fedsam_plain_two_rounds():
     rho = 0.5
     x = np.zeros(2)
+    def step(i, y):
+        eps = rho * grad(i, y) / np.linalg.norm(grad(i, y))
+        return y - LR * grad(i, y + eps)
+
     for _ in range(2):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                eps = rho * grad(i, y) / np.linalg.norm(grad(i, y))
-                y = y - LR * grad(i, y + eps)
-            ys.append(y)
-        x = fedavg_server(x, ys)
+        x = fedavg_server(x, local_models(step, x))
     np.testing.assert_allclose(run_rounds(tiny_run("fedsam", {"rho": rho}), 2), x, rtol=0, atol=1e-12)
 
 
@@ -99,17 +85,16 @@ def test_perturbations_are_zero_for_a_zero_direction():
 def test_fedasam_two_rounds():
     """T = |y| + eta (element-wise);  eps = rho T^2 g / ||T g||;  y <- y - lr grad(y + eps)."""
     rho, eta, glr = 0.5, 0.1, 0.7
+
+    def step(i, y):
+        g = grad(i, y)
+        T = np.abs(y) + eta
+        eps = rho * T * T * g / np.linalg.norm(T * g)
+        return y - LR * grad(i, y + eps)
+
     x = np.zeros(2)
     for _ in range(2):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                g = grad(i, y)
-                T = np.abs(y) + eta
-                eps = rho * T * T * g / np.linalg.norm(T * g)
-                y = y - LR * grad(i, y + eps)
-            ys.append(y)
+        ys = local_models(step, x)
         x = fedavg_server(x, ys, glr)
     run = tiny_run("fedasam", {"rho": rho, "eta_asam": eta}, global_lr=glr)
     np.testing.assert_allclose(run_rounds(run, 2), x, rtol=0, atol=1e-12)
@@ -125,14 +110,12 @@ def test_mofedsam_three_rounds_uses_global_direction():
     x, Delta = np.zeros(2), np.zeros(2)
     for t in range(3):
         lr = LR * decay ** t
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                eps = rho * unit(grad(i, y))
-                v = alpha * grad(i, y + eps) + (1 - alpha) * Delta
-                y = y - lr * v
-            ys.append(y)
+
+        def step(i, y):
+            eps = rho * unit(grad(i, y))
+            return y - lr * (alpha * grad(i, y + eps) + (1 - alpha) * Delta)
+
+        ys = local_models(step, x)
         Delta = sum(x - y for y in ys) / (2 * K * lr)
         x = fedavg_server(x, ys, glr)
     run = tiny_run("mofedsam", {"rho": rho, "alpha_mo": alpha}, global_lr=glr, lr_decay=decay)
@@ -181,15 +164,7 @@ def grad3(i, x):
 
 
 def three_client_run(hp, rounds):
-    xs = A3 + [np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[0.5, 0.0], [0.0, 0.5]])]
-    ys = B3 + [np.array([1.0, 0.0]), np.array([0.0, 1.0])]
-    task = Task(name="tiny3", kind="regression", num_classes=0, input_shape=(2,), train_x=xs, train_y=ys,
-                val_x=[x[:1] for x in xs], val_y=[y[:1] for y in ys], test_x=xs[0], test_y=ys[0],
-                num_train_clients=3, default_model="linear")
-    cfg = RunConfig(algo="fedlesam", hp=hp, rounds=rounds, pairs=1, local_steps=K, batch_size="full", lr=LR,
-                    clients_per_round=2, perturb="none", init="zeros", dtype="float64",
-                    task_options=TaskOptions(clients=3, heldout_clients=2))
-    return PairedRun(cfg, task=task)
+    return tiny_run("fedlesam", hp, rounds, a=A3, b=B3)
 
 
 @pytest.mark.parametrize("first", ["sgd", "x0"])

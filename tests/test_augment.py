@@ -1,6 +1,5 @@
 """Coupled augmentation: the crop/flip arithmetic, identical draws for both runs, coupling preserved."""
 import numpy as np
-import pandas as pd
 import torch
 
 from stabkit import RunConfig, rng

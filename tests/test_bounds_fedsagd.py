@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from stabkit.bounds import Setting, bounds_for, registered
-from stabkit.bounds.fedsagd import (FORMS, closed_form, evaluate, fedsagd_constants, round_coeffs,
+from stabkit.bounds.fedsagd import (FORMS, evaluate, fedsagd_constants, round_coeffs,
                                     theta_lemma_c1)
 from stabkit.bounds.fedsagd_local import LOCAL_ALGOS, local_bound
 

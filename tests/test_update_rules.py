@@ -7,26 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import grad, tiny_run
-
-LR, K = 0.1, 2
-
-
-def run_rounds(run, rounds):
-    for t in range(rounds):
-        run.engine.step(t)
-    return run.engine.x[0, 0].numpy()
+from tests.helpers import K, LR, grad, local_models, run_rounds, tiny_run
 
 
 def test_fedavg_two_rounds():
     x = np.zeros(2)
     for _ in range(2):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - LR * grad(i, y)
-            ys.append(y)
+        ys = local_models(lambda i, y: y - LR * grad(i, y), x)
         x = x + 1.0 * (np.mean(ys, axis=0) - x)
     np.testing.assert_allclose(run_rounds(tiny_run("fedavg"), 2), x, rtol=0, atol=1e-12)
 
@@ -34,16 +21,10 @@ def test_fedavg_two_rounds():
 def test_fedavg_with_weight_decay_clipping_global_lr_and_decay():
     wd, clip, eta, decay = 0.3, 0.5, 0.7, 0.9
     x = np.zeros(2)
+    clipped = lambda g: g * min(1.0, clip / (np.linalg.norm(g) + 1e-6))  # noqa: E731
     for t in range(2):
         lr = LR * decay ** t
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                g = grad(i, y)
-                g = g * min(1.0, clip / (np.linalg.norm(g) + 1e-6))
-                y = y - lr * (g + wd * y)
-            ys.append(y)
+        ys = local_models(lambda i, y: y - lr * (clipped(grad(i, y)) + wd * y), x)
         x = x + eta * (np.mean(ys, axis=0) - x)
     run = tiny_run("fedavg", weight_decay=wd, clip=clip, global_lr=eta, lr_decay=decay)
     np.testing.assert_allclose(run_rounds(run, 2), x, rtol=0, atol=1e-12)
@@ -53,12 +34,7 @@ def test_fedprox_two_rounds():
     lam = 0.5
     x = np.zeros(2)
     for _ in range(2):
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                y = y - LR * (grad(i, y) + lam * (y - x))
-            ys.append(y)
+        ys = local_models(lambda i, y: y - LR * (grad(i, y) + lam * (y - x)), x)
         x = np.mean(ys, axis=0)
     np.testing.assert_allclose(run_rounds(tiny_run("fedprox", {"lam": lam}), 2), x, rtol=0, atol=1e-12)
 
@@ -71,13 +47,12 @@ def test_fedsagd_three_rounds_uses_server_momentum(beta_local):
     x, v = np.zeros(2), np.zeros(2)
     for t in range(3):
         lr = LR * decay ** t
-        ys = []
-        for i in (0, 1):
-            y = x.copy()
-            for _ in range(K):
-                m = bl * v + grad(i, y)
-                y = y - lr * (m + (lam + mu) * y - lam * x)
-            ys.append(y)
+
+        def step(i, y):
+            m = bl * v + grad(i, y)  # line 9
+            return y - lr * (m + (lam + mu) * y - lam * x)  # line 10
+
+        ys = local_models(step, x)
         delta = np.mean(ys, axis=0) - x
         v = beta / (1 + beta) * v - delta / ((1 + beta) * lr * K)
         x = x + eta * delta
