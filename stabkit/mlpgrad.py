@@ -79,16 +79,21 @@ class MLPGrad:
                 dh = torch.matmul(dh, w)
         return torch.cat(grads[::-1], dim=1)
 
-    def losses(self, out: torch.Tensor, y: torch.Tensor):
-        """Per-sample losses ``[P, B]``, their gradient w.r.t. the output (unweighted) and correctness."""
+    def losses(self, out: torch.Tensor, y: torch.Tensor, metrics: bool = True):
+        """Per-sample losses ``[P, B]``, their gradient w.r.t. the output (unweighted) and correctness;
+        ``metrics=False`` (the training hot path) skips the losses and correctness (returned as None)."""
         if self.kind == "regression":
             diff = out[..., 0] - y
+            if not metrics:
+                return None, diff[..., None], None
             return 0.5 * diff * diff, diff[..., None], torch.full_like(diff, math.nan)
         logp = torch.log_softmax(out, dim=-1)
         yy = y.expand(out.shape[:-1])[..., None]
-        loss = -logp.gather(-1, yy)[..., 0]
         dout = logp.exp()
         dout.scatter_add_(-1, yy, torch.full_like(yy, -1, dtype=dout.dtype))
+        if not metrics:
+            return None, dout, None
+        loss = -logp.gather(-1, yy)[..., 0]
         correct = (out.argmax(-1) == yy[..., 0]).to(out.dtype)
         return loss, dout, correct
 
@@ -96,7 +101,7 @@ class MLPGrad:
               w: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Gradient of the mean (or ``w``-weighted mean) minibatch loss, per model: ``[P, d]``."""
         out, saved = self.forward(theta, x, batched=True)
-        _, dout, _ = self.losses(out, y)
+        _, dout, _ = self.losses(out, y, metrics=False)
         scale = 1.0 / out.shape[1] if w is None else (w / w.sum(1, keepdim=True))[..., None]
         return self.backward(dout * scale, saved)
 
