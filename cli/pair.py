@@ -138,8 +138,6 @@ def _read_config(path: str) -> dict:
         raise ConfigError(f"invalid config={path!r}: not valid {p.suffix[1:] or 'json'} ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config={path!r}: expected a mapping of option names to values")
-    for key in ("versions", "device_used", "d", "n_min"):  # facts config.json records about the run
-        data.pop(key, None)
     return data
 
 

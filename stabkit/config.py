@@ -20,6 +20,9 @@ PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 
+# Facts config.json records about a run beside its configuration; ignored when a config is read back.
+RUN_FACTS = ("versions", "device_used", "d", "n_min")
+
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
     "neighbours in every round, exactly as in the per-round stability proofs behind FedSAGD's Table 1 "
@@ -112,8 +115,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        """Build from a (possibly partial) mapping, e.g. a config file; unknown keys are errors."""
-        d = dict(d)
+        """Build from a (possibly partial) mapping, e.g. a config file or a run's config.json (whose
+        recorded facts, ``RUN_FACTS``, are ignored); unknown keys are errors."""
+        d = {k: v for k, v in d.items() if k not in RUN_FACTS}
         known = {f.name for f in dataclasses.fields(cls)}
         # Task options may also be given flat; the data seed is ``data_seed`` (``seed`` is the run's).
         task_known = {f.name for f in dataclasses.fields(TaskOptions)} - {"seed"} | {"data_seed"}
