@@ -8,13 +8,11 @@ on the command line.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import click
-import yaml
 
-from stabkit.config import CLIENT_MODE_HELP, RunConfig
+from stabkit.config import CLIENT_MODE_HELP, RunConfig, read_mapping
 from stabkit.errors import ConfigError
 from stabkit.experiment import PairedRun, default_out_dir
 from stabkit.presets import preset_values
@@ -128,22 +126,9 @@ def _convert(key, value):
     return value
 
 
-def _read_config(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"invalid config={path!r}: no such file (expected a .yaml/.yml/.json run config)")
-    try:
-        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(f"invalid config={path!r}: not valid {p.suffix[1:] or 'json'} ({type(e).__name__})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"invalid config={path!r}: expected a mapping of option names to values")
-    return data
-
-
 def build_config(params: dict, explicit: set, config_path, hp_items, preset=None) -> RunConfig:
     """Merge preset, config file and command line (explicit options win, then the file) into a RunConfig."""
-    values = {**(preset_values(preset) if preset else {}), **(_read_config(config_path) if config_path else {})}
+    values = {**(preset_values(preset) if preset else {}), **(read_mapping(config_path, "config", "run config") if config_path else {})}
     for key, value in params.items():
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)

@@ -7,9 +7,13 @@ output is written, and every bad value raises a one-line :class:`~stabkit.errors
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Union
+
+import yaml
 
 from stabkit.algorithms.relaxed_init import AGGREGATIONS
 from stabkit.augment import AUGMENTATIONS
@@ -138,6 +142,22 @@ class RunConfig:
 
     def replace(self, **changes) -> "RunConfig":
         return dataclasses.replace(self, **changes)
+
+
+def read_mapping(path, field: str, what: str) -> dict:
+    """A YAML (.yaml/.yml) or JSON file holding a mapping, e.g. a run config or a sweep spec; a missing,
+    unparsable or non-mapping file is a one-line ConfigError naming ``field`` and ``what`` was expected."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"invalid {field}={str(path)!r}: no such file (expected a .yaml/.yml/.json {what})")
+    try:
+        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise ConfigError(f"invalid {field}={str(path)!r}: not valid {p.suffix[1:] or 'json'} "
+                          f"({type(e).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid {field}={str(path)!r}: expected a mapping in the {what}")
+    return data
 
 
 def _is_real(x) -> bool:

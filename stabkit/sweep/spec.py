@@ -23,10 +23,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from stabkit.algorithms import build_algorithm
-from stabkit.config import RunConfig
+from stabkit.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.options import TaskOptions
 
@@ -118,13 +117,8 @@ def parse_spec(data, source: str = "spec") -> SweepSpec:
 
 def load_spec(path) -> SweepSpec:
     """Read a YAML/JSON sweep spec file."""
-    p = Path(path)
-    require(p.is_file(), "spec", str(path), "no such file (expected a .yaml/.yml/.json sweep spec)")
-    try:
-        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(f"invalid spec={str(path)!r}: not valid {p.suffix[1:] or 'json'} ({type(e).__name__})") from None
-    return parse_spec(data, source=f"spec {p.name}")
+    data = read_mapping(path, "spec", "sweep spec")
+    return parse_spec(data, source=f"spec {Path(path).name}")
 
 
 def _check_key(key, what: str) -> None:
