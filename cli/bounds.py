@@ -8,7 +8,6 @@ import click
 import numpy as np
 import pandas as pd
 
-from stabkit.analysis import analyze
 from stabkit.errors import ConfigError
 
 FORMATS = ("table", "csv", "json")
@@ -62,6 +61,8 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    from stabkit.analysis import analyze  # imported on use: scipy and the bound registry are slow to import
+
     analyses = [analyze(r, bootstrap=bootstrap) for r in runs]
     if fmt == "table":
         click.echo("\n\n".join(_text(a) for a in analyses))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from stabkit.errors import ConfigError
-from stabkit.sweep.report import FORMATS, sweep_report
+from stabkit.sweep import REPORT_FORMATS as FORMATS
 
 
 @click.command()
@@ -17,6 +17,8 @@ def report(sweep_dir, out, fmt, bootstrap, no_plot):
     """Combine all jobs of a sweep into one tidy table, run the bounds analysis on each, draw comparisons."""
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    from stabkit.sweep.report import sweep_report  # imported on use: plotting is slow to import
+
     paths = sweep_report(sweep_dir, out, fmt=fmt, bootstrap=bootstrap, plot=not no_plot)
     click.echo(f"table: {paths['table']}\njobs: {paths['jobs']}\nbounds: {paths['bounds']}")
     if paths.get("figures"):

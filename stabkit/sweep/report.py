@@ -30,9 +30,9 @@ from stabkit.analysis import analyze  # noqa: E402
 from stabkit.errors import require  # noqa: E402
 from stabkit.plots import STYLE, _colors, _save  # noqa: E402
 from stabkit.runstore import atomic_write_csv, load_run  # noqa: E402
+from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
 from stabkit.sweep.manifest import read_manifest  # noqa: E402
 
-FORMATS = ("csv", "parquet")
 REPLICATE = "seed"
 BOUND_COLUMNS = ["job", "run", "algo", "bound", "quantity", "form", "source", "valid", "failed", "bound_T",
                  "measured_T", "tightness_T", "tightness_median", "holds"]
