@@ -4,8 +4,9 @@ Per-client state, averaging and ||x - x'|| are single tensor ops on flat vectors
 module is only a shape template evaluated with ``torch.func.functional_call``. ``grads`` computes the
 minibatch-loss gradients of many clients at once with ``vmap(grad(...))`` (no Python loop over
 clients); ``evaluate`` gives per-sample losses, correctness and the gradient of a weighted full-data
-loss for several models on shared data. Flatten/Linear/ReLU stacks (logistic, MLP, linear) take a
-hand-written batched backward instead (``stabkit.mlpgrad``): same numbers, a fraction of the overhead.
+loss for several models on shared data. Sequential stacks of Conv2d/MaxPool2d/ReLU/Flatten/Linear
+(logistic, MLP, linear, the CNNs, LeNet-5, VGG-11) take a hand-written batched backward instead
+(``stabkit.seqgrad``): same numbers, a fraction of the overhead.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
-from stabkit.mlpgrad import compile_mlp
+from stabkit.seqgrad import compile_seq
 
 
 class FlatModel:
@@ -30,7 +31,7 @@ class FlatModel:
         self.numels = [p.numel() for p in params.values()]
         self.d = sum(self.numels)
         self.dtype, self.device = dtype, device
-        self.fast = compile_mlp(self.module, kind)  # None: the generic torch.func path
+        self.fast = compile_seq(self.module, kind)  # None: the generic torch.func path
         self._flops = None
         self._batched_grad = vmap(grad(self._batch_loss))
         self._batched_grad_weighted = vmap(grad(self._weighted_loss))

@@ -1,0 +1,237 @@
+"""Hand-written batched forward/backward for ``Sequential`` nets of Conv2d, MaxPool2d, ReLU, Flatten, Linear.
+
+For the models of stability studies (logistic regression, MLPs, LeNet-5, the FedAvg CNN, VGG-11) the cost
+of ``vmap(grad(functional_call))`` is largely dispatch overhead and poorly batched kernels: every call
+re-traces the module, wraps tensors in batching/grad levels, recomputes max-pool forwards inside their
+backward and decomposes the loss. This module writes backpropagation out per layer, batched over ``P``
+models: linear layers are batched ``matmul``s; convolutions keep every model's channels side by side
+(``[B, P*C, H, W]``, model p owning channel block p) and run as one grouped convolution (or, on inputs
+shared by all models, one convolution with all models' filters stacked), whose weight and input
+gradients come from one ``convolution_backward`` call; pooling and ReLU need no per-model weights and run
+on the whole batch. Same numbers as ``torch.func`` up to floating-point rounding (tests). :func:`compile_seq`
+returns ``None`` for any other architecture, and :class:`~stabkit.flatmodel.FlatModel` keeps the generic path.
+
+Shapes: parameters ``theta [P, d]`` (flat, in ``named_parameters`` order); inputs either per model
+``x [P, B, ...]`` or shared ``x [N, ...]`` (broadcast over the P models, as in evaluation).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CL = torch.channels_last
+# Activation forms: "shared" [N, ...] (no model axis yet), "models" [P, B, ...], "grouped" [B, P*C, H, W].
+
+
+class Linear:
+    def __init__(self, m: nn.Linear):
+        self.out, self.inp, self.bias = m.out_features, m.in_features, m.bias is not None
+        self.numel = self.out * self.inp + (self.out if self.bias else 0)
+
+    def forward(self, h, form, theta, P):
+        w = theta[:, : self.out * self.inp].view(P, self.out, self.inp)
+        b = theta[:, None, self.out * self.inp:] if self.bias else None
+        y = torch.matmul(h, w.transpose(1, 2))  # [P, B, out]; a shared [N, in] broadcasts over models
+        return (y if b is None else y + b), "models", (h, w)
+
+    def backward(self, dh, saved, need_input):
+        h, w = saved
+        grads = [torch.matmul(dh.transpose(1, 2), h).flatten(1)]
+        if self.bias:
+            grads.append(dh.sum(1))
+        return (torch.matmul(dh, w) if need_input else None), grads
+
+
+class Conv2d:
+    def __init__(self, m: nn.Conv2d):
+        self.m, self.bias = m, m.bias is not None
+        self.wshape = tuple(m.weight.shape)  # (O, C, k, k)
+        self.numel = m.weight.numel() + (self.wshape[0] if self.bias else 0)
+
+    def forward(self, h, form, theta, P):
+        O, nw = self.wshape[0], math.prod(self.wshape)
+        w = theta[:, :nw].reshape(P * O, *self.wshape[1:])
+        b = theta[:, nw:].reshape(P * O) if self.bias else None
+        if form == "models":  # [P, B, C, H, W] -> [B, P*C, H, W]
+            h = h.transpose(0, 1).flatten(1, 2)
+        groups = 1 if form == "shared" else P
+        h, w = h.contiguous(memory_format=CL), w.contiguous(memory_format=CL)
+        m = self.m
+        y = F.conv2d(h, w, b, m.stride, m.padding, m.dilation, groups)
+        return y, "grouped", (h, w, groups, P)
+
+    def backward(self, dh, saved, need_input):
+        h, w, groups, P = saved
+        m = self.m
+        gi, gw, gb = torch.ops.aten.convolution_backward(
+            dh, h, w, [w.shape[0]] if self.bias else None, m.stride, m.padding, m.dilation, False, [0, 0],
+            groups, [need_input, True, self.bias])
+        grads = [gw.reshape(P, -1)] + ([gb.reshape(P, -1)] if self.bias else [])
+        return gi, grads
+
+
+class ReLU:
+    numel = 0
+
+    def forward(self, h, form, theta, P):
+        y = torch.relu(h)
+        return y, form, y
+
+    def backward(self, dh, saved, need_input):
+        return torch.ops.aten.threshold_backward(dh, saved, 0), []
+
+
+class MaxPool2d:
+    numel = 0
+
+    def __init__(self, m: nn.MaxPool2d):
+        pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
+        stride = m.stride if m.stride is not None else m.kernel_size
+        self.args = (pair(m.kernel_size), pair(stride), pair(m.padding), pair(m.dilation), m.ceil_mode)
+
+    def forward(self, h, form, theta, P):
+        lead = h.shape[:2] if form == "models" else None
+        if lead is not None:
+            h = h.flatten(0, 1)
+        y, idx = torch.ops.aten.max_pool2d_with_indices(h, *self.args)
+        return (y if lead is None else y.unflatten(0, lead)), form, (h, idx, lead)
+
+    def backward(self, dh, saved, need_input):
+        h, idx, lead = saved
+        if lead is not None:
+            dh = dh.flatten(0, 1)
+        gi = torch.ops.aten.max_pool2d_with_indices_backward(dh, h, *self.args, idx)
+        return (gi if lead is None else gi.unflatten(0, lead)), []
+
+
+class GlobalAvgPool:
+    """``AdaptiveAvgPool2d(1)``: the mean over the spatial axes."""
+    numel = 0
+
+    def forward(self, h, form, theta, P):
+        return h.mean((-2, -1), keepdim=True), form, h.shape
+
+    def backward(self, dh, saved, need_input):
+        return dh.expand(saved) / (saved[-1] * saved[-2]), []
+
+
+class Flatten:
+    numel = 0
+
+    def forward(self, h, form, theta, P):
+        if form == "grouped":  # [B, P*C, H, W] -> [P, B, C*H*W]
+            y = h.reshape(h.shape[0], P, -1).transpose(0, 1)
+            return y, "models", (form, h.shape)
+        lead = 2 if form == "models" else 1
+        return h.reshape(*h.shape[:lead], -1), form, (form, h.shape)
+
+    def backward(self, dh, saved, need_input):
+        form, shape = saved
+        if form == "grouped":
+            return dh.transpose(0, 1).reshape(shape), []
+        return dh.reshape(shape), []
+
+
+def _layer(m: nn.Module):
+    """The hand-written counterpart of module m, or None if there is none."""
+    t = type(m)
+    if t is nn.Linear:
+        return Linear(m)
+    if t is nn.Conv2d and m.padding_mode == "zeros" and isinstance(m.padding, tuple):
+        return Conv2d(m)
+    if t is nn.ReLU:
+        return ReLU()
+    if t is nn.MaxPool2d and not m.return_indices:
+        return MaxPool2d(m)
+    if t is nn.AdaptiveAvgPool2d and m.output_size in (1, (1, 1)):
+        return GlobalAvgPool()
+    if t is nn.Flatten and (m.start_dim, m.end_dim) == (1, -1):
+        return Flatten()
+    return None
+
+
+class SeqGrad:
+    """Batched loss gradients of one supported ``Sequential``; see the module docstring."""
+
+    def __init__(self, layers: list, kind: str):
+        self.layers, self.kind = layers, kind
+        self.first_param = next(i for i, layer in enumerate(layers) if layer.numel)
+
+    def forward(self, theta: torch.Tensor, x: torch.Tensor, batched: bool):
+        """Output ``[P, B|N, out]`` and the saved activations for :meth:`backward`."""
+        P, h, form = theta.shape[0], x, "models" if batched else "shared"
+        saved, at = [], 0
+        for layer in self.layers:
+            h, form, keep = layer.forward(h, form, theta[:, at:at + layer.numel], P)
+            at += layer.numel
+            saved.append(keep)
+        return h, saved
+
+    def backward(self, dout: torch.Tensor, saved: list) -> torch.Tensor:
+        """Flat parameter gradient ``[P, d]`` from the output gradient ``dout [P, B, out]``."""
+        grads, dh = [], dout
+        for i in range(len(self.layers) - 1, self.first_param - 1, -1):
+            dh, g = self.layers[i].backward(dh, saved[i], need_input=i > self.first_param)
+            grads = g + grads
+        return torch.cat(grads, dim=1)
+
+    def losses(self, out: torch.Tensor, y: torch.Tensor, metrics: bool = True):
+        """Per-sample losses ``[P, B]``, their gradient w.r.t. the output (unweighted) and correctness;
+        ``metrics=False`` (the training hot path) skips the losses and correctness (returned as None)."""
+        if self.kind == "regression":
+            diff = out[..., 0] - y
+            if not metrics:
+                return None, diff[..., None], None
+            return 0.5 * diff * diff, diff[..., None], torch.full_like(diff, math.nan)
+        logp = torch.log_softmax(out, dim=-1)
+        yy = y.expand(out.shape[:-1])[..., None]
+        dout = logp.exp()
+        dout.scatter_add_(-1, yy, torch.full_like(yy, -1, dtype=dout.dtype))
+        if not metrics:
+            return None, dout, None
+        loss = -logp.gather(-1, yy)[..., 0]
+        correct = (out.argmax(-1) == yy[..., 0]).to(out.dtype)
+        return loss, dout, correct
+
+    def grads(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+              w: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Gradient of the mean (or ``w``-weighted mean) minibatch loss, per model: ``[P, d]``."""
+        out, saved = self.forward(theta, x, batched=True)
+        _, dout, _ = self.losses(out, y, metrics=False)
+        scale = 1.0 / out.shape[1] if w is None else (w / w.sum(1, keepdim=True))[..., None]
+        return self.backward(dout * scale, saved)
+
+    def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
+        """Shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss_n, per-sample losses, correctness."""
+        out, saved = self.forward(theta, x, batched=False)
+        loss, dout, correct = self.losses(out, y)
+        return self.backward(dout * w[..., None], saved), loss, correct
+
+    def eval_losses(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+        out, _ = self.forward(theta, x, batched=False)
+        loss, _, correct = self.losses(out, y)
+        return loss, correct
+
+
+def compile_seq(module: nn.Module, kind: str) -> Optional[SeqGrad]:
+    """A :class:`SeqGrad` for ``module`` if it is a ``Sequential`` of supported layers that starts with a
+    Flatten or a Conv2d (every model of :mod:`stabkit.models` but ``resnet18_gn`` and ``char_lstm``), else
+    ``None``."""
+    if not isinstance(module, nn.Sequential) or len(module) == 0:
+        return None
+    layers = [_layer(m) for m in module]
+    if any(layer is None for layer in layers) or not isinstance(layers[0], (Flatten, Conv2d)):
+        return None
+    if not any(layer.numel for layer in layers):
+        return None
+    # ReLU then max-pool equals max-pool then ReLU, values and gradients alike (ties included: a window's
+    # first maximum is the same before and after the ReLU, and both kill the gradient of a window whose
+    # maximum is <= 0); swapped, the ReLU and its backward touch a quarter of the elements.
+    for i in range(len(layers) - 1):
+        if isinstance(layers[i], ReLU) and isinstance(layers[i + 1], MaxPool2d):
+            layers[i], layers[i + 1] = layers[i + 1], layers[i]
+    return SeqGrad(layers, kind)

@@ -1,0 +1,109 @@
+"""The hand-written batched backward (stabkit.seqgrad) against torch.func, and the engine's fast paths."""
+import pytest
+import torch
+from torch import nn
+
+import stabkit.engine
+from stabkit import RunConfig, TaskOptions
+from stabkit.experiment import PairedRun
+from stabkit.flatmodel import FlatModel
+from stabkit.nets.convnets import conv_pool_net, vgg11
+from stabkit.seqgrad import MaxPool2d, ReLU, compile_seq
+from stabkit.threads import threads_for
+
+MODELS = {  # name -> (kind, module factory, input shape)
+    "mlp": ("classification", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.ReLU(), nn.Linear(7, 5)),
+            (3, 4)),
+    "logistic": ("classification", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 5)), (3, 4)),
+    "linear": ("regression", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 1, bias=False)), (3, 4)),
+    "lenet5": ("classification", lambda: conv_pool_net((1, 16, 16), 5, (3, 4), (6, 5)), (1, 16, 16)),
+    "padded_strided": ("classification", lambda: nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1, stride=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(3, 4, 2, bias=False),
+        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5)), (2, 9, 9)),
+    "vgg11": ("classification", lambda: vgg11(1, 5), (1, 32, 32)),
+}
+
+
+def _all_outputs(m: FlatModel, th, x, y, w, ws):
+    """Minibatch grads (plain, masked), evaluation on shared data and forward losses."""
+    g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
+    g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
+    loss, corr = m.losses(th, x[0], y[0])
+    return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_fast_path_matches_torch_func(name, dtype, tol):
+    kind, make, shape = MODELS[name]
+    torch.manual_seed(0)
+    m = FlatModel(make(), kind, dtype, torch.device("cpu"))
+    assert m.fast is not None
+    P, B = (2, 3) if name == "vgg11" else (6, 9)  # VGG-11 on torch.func in float64 is slow
+    th = m.flatten() + 0.1 * torch.randn(P, m.d, dtype=dtype)  # near a real init: deep nets stay finite
+    x = torch.randn(P, B, *shape, dtype=dtype)
+    y = torch.randint(0, 5, (P, B)) if kind == "classification" else torch.randn(P, B, dtype=dtype)
+    w, ws = (torch.rand(P, B) > 0.3).to(dtype), torch.rand(P, B, dtype=dtype)
+    fast, fast_exact = _all_outputs(m, th, x, y, w, ws)
+    m.fast = None
+    ref, ref_exact = _all_outputs(m, th, x, y, w, ws)
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.abs().max() > 0
+        assert (a - b).abs().max() <= tol * max(1.0, float(b.abs().max()))
+    for a, b in zip(fast_exact, ref_exact):
+        assert torch.equal(a.nan_to_num(-1), b.nan_to_num(-1))  # correctness: identical (NaN for regression)
+
+
+def test_pool_ties_after_relu_give_torch_func_gradients():
+    """Constant image regions make equal positive activations inside a pooling window (and all-zero
+    windows after the ReLU); the swapped MaxPool/ReLU must still route gradients as torch does."""
+    torch.manual_seed(1)
+    m = FlatModel(conv_pool_net((1, 16, 16), 5, (3, 4), (6, 5)), "classification", torch.float64,
+                  torch.device("cpu"))
+    assert [type(layer) for layer in m.fast.layers[:3]] == [type(m.fast.layers[0]), MaxPool2d, ReLU]
+    th = torch.randn(4, m.d, dtype=torch.float64)
+    x = torch.zeros(4, 3, 1, 16, 16, dtype=torch.float64)
+    x[..., 4:9, 4:9] = 1.0  # flat patches: ties at positive and at zero activations
+    y = torch.randint(0, 5, (4, 3))
+    fast = m.grads(th, x, y)
+    m.fast = None
+    assert (fast - m.grads(th, x, y)).abs().max() <= 1e-12
+
+
+def test_other_architectures_keep_the_generic_path():
+    assert compile_seq(nn.Sequential(nn.Linear(4, 2)), "classification") is None  # raw input into a Linear
+    assert compile_seq(nn.Sequential(nn.Flatten(), nn.Linear(4, 2), nn.Tanh()), "classification") is None
+    assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten()), "classification") is None
+    assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3), nn.GroupNorm(1, 2), nn.Flatten()), "classification") is None
+    assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2)), "classification") is not None
+
+
+def _final_state(pairs=2, rounds=3):
+    cfg = RunConfig(task="synthetic", pairs=pairs, rounds=rounds, clients_per_round=3, local_steps=4,
+                    batch_size=5, task_options=TaskOptions(clients=6, samples_per_client=20), device="cpu")
+    run = PairedRun(cfg)
+    for t in range(rounds):
+        run.engine.step(t)
+    return run.engine.x
+
+
+def test_prefetched_minibatches_equal_per_step_gathers(monkeypatch):
+    prefetched = _final_state()
+    monkeypatch.setattr(stabkit.engine, "PREFETCH_BYTES", 0)
+    assert torch.equal(prefetched, _final_state())
+
+
+def test_threads_for_is_scoped():
+    before = torch.get_num_threads()
+    with threads_for(1.0):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with threads_for(1e30):
+        assert torch.get_num_threads() == before
+
+
+def test_the_papers_conv_nets_take_the_fast_path_and_resnet_does_not():
+    from stabkit.nets.resnet import ResNet18GN
+    for module in (conv_pool_net((3, 32, 32), 10, (64, 64), (384, 192)), vgg11(3, 10)):
+        assert compile_seq(module, "classification") is not None
+    assert compile_seq(ResNet18GN(3, 10), "classification") is None
