@@ -3,8 +3,8 @@
 Per round: for each sampled client, ``copy.deepcopy`` the global ``nn.Module``, train it K steps with
 ``torch.optim.SGD`` on index-sliced minibatches, and average the clients' state dicts. One trajectory,
 no pairing. It runs on the same task, model and hyperparameters as the stabkit run it is compared with,
-in the same process and under the same thread setting (``stabkit.threads``), so the ratio measures the
-batching and not a thread-count difference.
+on the same device, in the same process and under the same thread setting (``stabkit.threads``), so the
+ratio measures the batching and not a thread-count difference.
 """
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ class PerClientLoop:
 
     def __init__(self, cfg: RunConfig, task: Task, flops_per_sample: float, seed: int = 0):
         torch.manual_seed(seed)
-        self.cfg, self.model = cfg, build_model(cfg.model or task.default_model, task, hidden=cfg.hidden)
-        self.x = [torch.as_tensor(a) for a in task.train_x[: task.num_train_clients]]
-        self.y = [torch.as_tensor(a) for a in task.train_y[: task.num_train_clients]]
+        device = torch.device("cpu" if cfg.device == "auto" else cfg.device)
+        self.cfg = cfg
+        self.model = build_model(cfg.model or task.default_model, task, hidden=cfg.hidden).to(device)
+        self.x = [torch.as_tensor(a, device=device) for a in task.train_x[: task.num_train_clients]]
+        self.y = [torch.as_tensor(a, device=device) for a in task.train_y[: task.num_train_clients]]
         self.rng = np.random.default_rng(seed)
         self.flops = flops_per_sample * cfg.batch_size
 
@@ -39,7 +41,7 @@ class PerClientLoop:
             for i in clients:
                 local = copy.deepcopy(self.model)
                 opt = torch.optim.SGD(local.parameters(), lr=cfg.lr)
-                perm = torch.as_tensor(self.rng.permutation(len(self.x[i])))
+                perm = torch.as_tensor(self.rng.permutation(len(self.x[i])), device=self.x[i].device)
                 for k in range(cfg.local_steps):
                     b = perm[(torch.arange(cfg.batch_size) + k * cfg.batch_size) % len(perm)]
                     opt.zero_grad()

@@ -29,26 +29,38 @@ from stabkit.experiment import PairedRun  # noqa: E402
 from stabkit.runstore import atomic_write_json  # noqa: E402
 
 
-def gemm_peak(n: int = 1024, reps: int = 5) -> float:
-    """Best fp32 GEMM GFLOP/s over 1 thread and torch's default thread count, measured now."""
+def gemm_peak(device: str, reps: int = 5) -> float:
+    """Best fp32 GEMM GFLOP/s measured now: on the CPU over 1 thread and torch's default thread count
+    (n=1024), on a GPU with n=8192 (TF32 off, torch's default)."""
+    n = 8192 if device.startswith("cuda") else 1024
     best, default = 0.0, torch.get_num_threads()
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for threads in sorted({1, default}):
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    for threads in sorted({1, default}) if n == 1024 else [default]:
         torch.set_num_threads(threads)
         torch.mm(a, b)
         for _ in range(reps):
+            sync()
             start = time.perf_counter()
             torch.mm(a, b)
+            sync()
             best = max(best, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
     torch.set_num_threads(default)
     return best
 
 
+def sync():
+    """Wait for queued GPU work, so wall-clock timings include it (no-op on the CPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timed(fn, rounds: int) -> float:
     """Seconds per call of ``fn`` over ``rounds`` calls."""
+    sync()
     start = time.perf_counter()
     for _ in range(rounds):
         fn()
+    sync()
     return (time.perf_counter() - start) / rounds
 
 
@@ -65,8 +77,10 @@ class Stepper:
 
     def step_and_eval(self):
         self.step()
+        sync()
         start = time.perf_counter()
         self.run.evaluator.evaluate(self.run.engine.x, self.rec.rows)
+        sync()
         self.eval_s.append(time.perf_counter() - start)
 
 
@@ -94,7 +108,7 @@ def measure(name: str, scale: float, reps: int, device: str) -> dict:
     w = workloads(scale, device)[name]
     task = w.task()
     torch.use_deterministic_algorithms(True)  # as PairedRun.run does
-    peak = gemm_peak()
+    peak = gemm_peak(device)
     runs = {R: Stepper(PairedRun(w.config(R), task=task)) for R in w.pairs}
     cfg = w.config(1)
     any_run = next(iter(runs.values())).run
@@ -132,6 +146,8 @@ def measure(name: str, scale: float, reps: int, device: str) -> dict:
     if w.scaling:
         result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if device.startswith("cuda"):
+        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
     return result
 
 
@@ -145,7 +161,8 @@ def machine() -> str:
     except OSError:
         pass
     import os
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return (f"{cpu}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
             f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start")
 
 
@@ -166,7 +183,8 @@ def table(results: list) -> str:
     for res in results:
         lines.append(f"{res['workload']}: {res['description']}; d={res['d']}, "
                      f"{res['flops_per_sample'] / 1e6:.3g} MFLOP/sample (fwd+bwd), "
-                     f"GEMM peak {res['gemm_peak_gflops']:.1f} GFLOP/s")
+                     f"GEMM peak {res['gemm_peak_gflops']:.1f} GFLOP/s"
+                     + (f", peak GPU memory {res['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in res else ""))
         for field, sc in res.get("scaling", {}).items():
             lines.append(f"    round time vs {field} {sc['values']}: exponent {sc['exponent']:.2f} "
                          f"({', '.join(f'{1e3 * t:.1f}' for t in sc['round_s'])} ms)")

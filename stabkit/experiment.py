@@ -6,6 +6,7 @@ stops at the round it happened, and an interrupted one (Ctrl-C) keeps everything
 """
 from __future__ import annotations
 
+import os
 import platform
 import time
 from datetime import datetime
@@ -43,10 +44,14 @@ def default_out_dir(cfg: RunConfig) -> Path:
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device for ``--device``; on CUDA also the cuBLAS setting that deterministic mode needs
+    (without it ``torch.use_deterministic_algorithms(True)`` refuses every CUDA matmul)."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"invalid device={name!r}: CUDA is not available here; use cpu or auto")
+    if name.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     return torch.device(name)
 
 

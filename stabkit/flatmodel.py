@@ -18,6 +18,8 @@ from torch.func import functional_call, grad, grad_and_value, vmap
 
 from stabkit.seqgrad import compile_seq
 
+EVAL_BYTES = 512 << 20  # activation memory one evaluation chunk may take (all models together)
+
 
 class FlatModel:
     """Shape template + loss for flat parameter vectors of dimension ``d``."""
@@ -33,6 +35,7 @@ class FlatModel:
         self.dtype, self.device = dtype, device
         self.fast = compile_seq(self.module, kind)  # None: the generic torch.func path
         self._flops = None
+        self._activation_bytes = None  # per sample and model, measured on first evaluation
         self._batched_grad = vmap(grad(self._batch_loss))
         self._batched_grad_weighted = vmap(grad(self._weighted_loss))
         self._eval = vmap(grad_and_value(self._eval_loss, has_aux=True), in_dims=(0, None, None, 0))
@@ -100,11 +103,40 @@ class FlatModel:
 
     def evaluate(self, theta, x, y, w):
         """For models theta ``[Q, d]`` on shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss
-        ``[Q, d]``, per-sample losses ``[Q, N]`` and correctness ``[Q, N]`` (NaN for regression)."""
+        ``[Q, d]``, per-sample losses ``[Q, N]`` and correctness ``[Q, N]`` (NaN for regression).
+
+        Runs over chunks of the data whose activations for all Q models fit in ``EVAL_BYTES``, so a
+        full CIFAR training set evaluates in bounded memory; data that fits is one call."""
+        parts = [self._evaluate_chunk(theta, x[i], y[i], w[:, i]) for i in self._chunks(x, len(theta))]
+        if len(parts) == 1:
+            return parts[0]
+        g = parts[0][0]
+        for part in parts[1:]:
+            g = g + part[0]
+        return g, torch.cat([p[1] for p in parts], 1), torch.cat([p[2] for p in parts], 1)
+
+    def _evaluate_chunk(self, theta, x, y, w):
         if self.fast is not None:
             return self.fast.evaluate(theta, x, y, w)
         g, (_, (losses, correct)) = self._eval(theta, x, y, w)
         return g, losses, correct
+
+    def _chunks(self, x: torch.Tensor, models: int) -> list:
+        """Slices of the sample axis of x whose activations for ``models`` models take <= EVAL_BYTES."""
+        if self._activation_bytes is None:
+            sizes = []
+            hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.extend(
+                t.numel() * t.element_size() for t in (out if isinstance(out, tuple) else (out,))
+                if isinstance(t, torch.Tensor))) for m in self.module.modules() if not list(m.children())]
+            try:
+                with torch.no_grad():
+                    self.module(x[:1])
+            finally:
+                for h in hooks:
+                    h.remove()
+            self._activation_bytes = 3 * max(1, sum(sizes))  # activations, saved copies, their gradients
+        step = max(1, EVAL_BYTES // (models * self._activation_bytes))
+        return [slice(i, i + step) for i in range(0, len(x), step)]
 
     def per_sample_grads(self, theta, x, y, chunk: int = 512) -> torch.Tensor:
         """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory)."""
@@ -118,7 +150,8 @@ class FlatModel:
 
     @torch.no_grad()
     def losses(self, theta, x, y):
-        """Per-sample losses and correctness ``[Q, N]`` of models theta ``[Q, d]`` (no gradient)."""
-        if self.fast is not None:
-            return self.fast.eval_losses(theta, x, y)
-        return self._forward_losses(theta, x, y)
+        """Per-sample losses and correctness ``[Q, N]`` of models theta ``[Q, d]`` (no gradient; in the
+        same memory-bounded chunks as :meth:`evaluate`)."""
+        forward = self.fast.eval_losses if self.fast is not None else self._forward_losses
+        parts = [forward(theta, x[i], y[i]) for i in self._chunks(x, len(theta))]
+        return torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1)

@@ -107,3 +107,21 @@ def test_the_papers_conv_nets_take_the_fast_path_and_resnet_does_not():
     for module in (conv_pool_net((3, 32, 32), 10, (64, 64), (384, 192)), vgg11(3, 10)):
         assert compile_seq(module, "classification") is not None
     assert compile_seq(ResNet18GN(3, 10), "classification") is None
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet5"])
+def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
+    import stabkit.flatmodel
+    kind, make, shape = MODELS[name]
+    torch.manual_seed(0)
+    m = FlatModel(make(), kind, torch.float64, torch.device("cpu"))
+    th = m.flatten() + 0.1 * torch.randn(3, m.d, dtype=torch.float64)
+    x, y, w = torch.randn(50, *shape, dtype=torch.float64), torch.randint(0, 5, (50,)), torch.rand(3, 50,
+                                                                                                  dtype=torch.float64)
+    whole = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
+    assert len(m._chunks(x, 3)) == 1
+    monkeypatch.setattr(stabkit.flatmodel, "EVAL_BYTES", 7 * 3 * m._activation_bytes)  # 7 samples a chunk
+    assert len(m._chunks(x, 3)) == 8
+    chunked = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
+    for a, b in zip(chunked, whole):
+        assert a.shape == b.shape and (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))

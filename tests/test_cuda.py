@@ -1,0 +1,55 @@
+"""The engine on a GPU: same trajectories as on the CPU, deterministic, fast path equal to torch.func.
+
+Runs only where CUDA is present (the project's CI has no GPU; these were run on a lent H100, see the
+README's Performance section). Everything else in the suite runs on the CPU.
+"""
+import numpy as np
+import pytest
+import torch
+
+from stabkit import RunConfig, TaskOptions
+from stabkit.experiment import PairedRun, run_pair
+from stabkit.flatmodel import FlatModel
+from stabkit.nets.convnets import conv_pool_net
+from stabkit.runstore import load_run
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+CFG = dict(task="digits", model="cnn", pairs=2, rounds=4, clients_per_round=3, local_steps=3, batch_size=8,
+           task_options=TaskOptions(clients=6), dtype="float64", constants=False, local_rounds=())
+
+
+def _final(device):
+    run = PairedRun(RunConfig(device=device, algo="fedsagd", **CFG))
+    for t in range(CFG["rounds"]):
+        run.engine.step(t)
+    return run.engine.x.cpu()
+
+
+def test_gpu_trajectories_equal_cpu_trajectories_in_float64():
+    cpu, gpu = _final("cpu"), _final("cuda")
+    assert cpu.abs().max() > 0
+    assert (gpu - cpu).abs().max() <= 1e-9 * float(cpu.abs().max())
+
+
+def test_gpu_run_is_deterministic(tmp_path):
+    cfg = RunConfig(device="cuda", algo="fedavg", **{**CFG, "dtype": "float32"})
+    a, b = run_pair(cfg, out=tmp_path / "a"), run_pair(cfg, out=tmp_path / "b")
+    assert a["status"] == b["status"] == "completed"
+    da, db = load_run(tmp_path / "a"), load_run(tmp_path / "b")
+    assert np.array_equal(da.select_dtypes("number").to_numpy(), db.select_dtypes("number").to_numpy(),
+                          equal_nan=True)
+    assert (da["disc"].iloc[-1] > 0).all()
+
+
+def test_gpu_fast_path_matches_torch_func():
+    torch.manual_seed(0)
+    m = FlatModel(conv_pool_net((1, 28, 28), 10, (6, 16), (120, 84)), "classification", torch.float64,
+                  torch.device("cuda"))
+    th = m.flatten() + 0.1 * torch.randn(5, m.d, dtype=torch.float64, device="cuda")
+    x = torch.randn(5, 7, 1, 28, 28, dtype=torch.float64, device="cuda")
+    y = torch.randint(0, 10, (5, 7), device="cuda")
+    fast = m.grads(th, x, y)
+    m.fast = None
+    ref = m.grads(th, x, y)
+    assert (fast - ref).abs().max() <= 1e-12 * max(1.0, float(ref.abs().max()))
