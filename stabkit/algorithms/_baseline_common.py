@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from stabkit.algorithms.base import descend
+
 _LRS = "_lrs_used"
 
 
@@ -22,7 +24,7 @@ def on_clients(server_tensor: torch.Tensor) -> torch.Tensor:
 
 def sgd_step(ctx, y: torch.Tensor, lr: float, direction: torch.Tensor) -> torch.Tensor:
     ctx.local.setdefault(_LRS, []).append(lr)
-    return y - lr * direction
+    return descend(y, lr, direction)
 
 
 def lr_sum(ctx) -> float:

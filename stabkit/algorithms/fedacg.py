@@ -13,7 +13,7 @@ Defaults: lam = 0.9 (the FedSAGD paper's runs; Kim et al.'s code uses 0.85), bet
 from dataclasses import dataclass
 
 from stabkit.algorithms._baseline_common import on_clients
-from stabkit.algorithms.base import Algorithm, HParams, hp
+from stabkit.algorithms.base import Algorithm, HParams, descend, hp
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class FedACG(Algorithm):
         return ctx.local["lookahead"]
 
     def local_step(self, ctx, y, g, k):
-        return y - self.step_lr(ctx, k) * (g + self.p.beta_acg * (y - ctx.local["lookahead"]))
+        return descend(y, self.step_lr(ctx, k), g + self.p.beta_acg * (y - ctx.local["lookahead"]))
 
     def client_finish(self, ctx, y):
         return {"delta": y - ctx.local["lookahead"]}, {}

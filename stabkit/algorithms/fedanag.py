@@ -14,7 +14,7 @@ the local step. beta = 0 is FedAvg bit for bit.
 from dataclasses import dataclass
 
 from stabkit.algorithms._baseline_common import on_clients
-from stabkit.algorithms.base import HParams, hp
+from stabkit.algorithms.base import HParams, descend, hp
 from stabkit.algorithms.fedsagd import FedSAGD
 
 
@@ -32,4 +32,4 @@ class FedANAG(FedSAGD):
 
     def local_step(self, ctx, y, g, k):
         b = self.p.beta
-        return y - self.step_lr(ctx, k) * ((1 + b) * g + b ** 2 * on_clients(ctx.server["v"]))
+        return descend(y, self.step_lr(ctx, k), (1 + b) * g + b ** 2 * on_clients(ctx.server["v"]))

@@ -13,7 +13,7 @@ Variant ``server`` (spec §2.4 / errata 6): ``original`` (default, Acar et al.; 
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
 from stabkit.errors import require
 
 
@@ -38,7 +38,7 @@ class FedDyn(Algorithm):
     client_state = ("h_i",)
 
     def local_step(self, ctx, y, g, k):
-        return y - self.step_lr(ctx, k) * (g - ctx.client["h_i"] + self.p.lam * (y - ctx.x0))
+        return descend(y, self.step_lr(ctx, k), g - ctx.client["h_i"] + self.p.lam * (y - ctx.x0))
 
     def client_finish(self, ctx, y):
         d = y - ctx.x0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from stabkit.algorithms._baseline_common import on_clients
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class FedLNAG(Algorithm):
             m = beta * m + g
             direction = g + beta * m
         ctx.local["m"] = m
-        return y - self.step_lr(ctx, k) * direction
+        return descend(y, self.step_lr(ctx, k), direction)
 
     def client_finish(self, ctx, y):
         uploads = {"delta": y - ctx.x0}

@@ -5,7 +5,7 @@ the FedSAGD paper calls it lambda). lam = 0 is FedAvg bitwise.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, hp
+from stabkit.algorithms.base import Algorithm, HParams, descend, hp
 
 
 @dataclass(frozen=True)
@@ -20,4 +20,4 @@ class FedProx(Algorithm):
     params_cls = FedProxParams
 
     def local_step(self, ctx, y, g, k):
-        return y - self.step_lr(ctx, k) * (g + self.p.lam * (y - ctx.x0))
+        return descend(y, self.step_lr(ctx, k), g + self.p.lam * (y - ctx.x0))

@@ -13,7 +13,7 @@ defaults to ``beta`` (Algorithm 1) and can be set separately. beta = lam = mu = 
 from dataclasses import dataclass
 from typing import Optional
 
-from stabkit.algorithms.base import Algorithm, HParams, hp
+from stabkit.algorithms.base import Algorithm, HParams, descend, hp
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class FedSAGD(Algorithm):
     def local_step(self, ctx, y, g, k):
         p = self.p
         m = self.beta_local * ctx.server["v"][:, :, None, :] + g
-        return y - self.step_lr(ctx, k) * (m + (p.lam + p.mu) * y - p.lam * ctx.x0)
+        return descend(y, self.step_lr(ctx, k), m + (p.lam + p.mu) * y - p.lam * ctx.x0)
 
     def server_update(self, ctx, means):
         beta, delta = self.p.beta, means["delta"]

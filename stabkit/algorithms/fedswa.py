@@ -31,7 +31,7 @@ FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same cla
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
 
 _RHO = dict(doc="within-round lr decay ratio rho (last step ~ rho * lr; 1 = constant lr)", low=0.0, high=1.0)
 _ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper 1.5 for FedSWA and FedMoSWA, "
@@ -123,7 +123,7 @@ class FedMoSWA(SWAServer):
         return y
 
     def local_step(self, ctx, y, g, k):
-        return y - self.step_lr(ctx, k) * (g - self._c(ctx) + self._m(ctx)[:, :, None, :])
+        return descend(y, self.step_lr(ctx, k), g - self._c(ctx) + self._m(ctx)[:, :, None, :])
 
     def client_finish(self, ctx, y):
         if self.p.option == "I_same_round":

@@ -15,7 +15,7 @@ CIFAR-100 run uses 0.9). beta = 0 is FedAvg bit for bit.
 from dataclasses import dataclass
 
 from stabkit.algorithms._baseline_common import full_gradient_at_x, on_clients
-from stabkit.algorithms.base import Algorithm, HParams, hp
+from stabkit.algorithms.base import Algorithm, HParams, descend, hp
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class MimeLite(Algorithm):
 
     def local_step(self, ctx, y, g, k):
         b = self.p.beta
-        return y - self.step_lr(ctx, k) * ((1 - b) * g + b * on_clients(ctx.server["m"]))
+        return descend(y, self.step_lr(ctx, k), (1 - b) * g + b * on_clients(ctx.server["m"]))
 
     def client_finish(self, ctx, y):
         return {"delta": y - ctx.x0, "G": full_gradient_at_x(ctx)}, {}
