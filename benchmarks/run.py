@@ -84,6 +84,22 @@ class Stepper:
         self.eval_s.append(time.perf_counter() - start)
 
 
+def eval_knobs(w, task, reps: int, row: dict) -> dict:
+    """Evaluation share of run time at the largest pair count with the cheaper-evaluation knobs:
+    ``--eval-every N`` (one evaluation per N rounds) and ``--eval-fraction f`` (a fixed subset)."""
+    out = {f"eval_every_{n}": row["eval_s"] / (row["eval_s"] + n * row["round_s"]) for n in (2, 5, 10)}
+    for f in EVAL_FRACTIONS:
+        s = Stepper(PairedRun(w.config(max(w.pairs)).replace(eval_fraction=f), task=task))
+        for _ in range(reps * w.rounds + 1):
+            s.step_and_eval()
+        eval_s = float(np.median(s.eval_s[1:]))
+        out[f"eval_fraction_{f}"] = eval_s / (eval_s + row["round_s"])
+    return out
+
+
+EVAL_FRACTIONS = (0.5, 0.25, 0.1)
+
+
 def fit_exponent(xs, ys) -> float:
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
@@ -145,6 +161,8 @@ def measure(name: str, scale: float, reps: int, device: str) -> dict:
         result["rows"].append(row)
     if w.scaling:
         result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
+    if w.evaluate:
+        result["eval_knobs"] = eval_knobs(w, task, reps, result["rows"][-1])
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if device.startswith("cuda"):
         result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
@@ -185,6 +203,11 @@ def table(results: list) -> str:
                      f"{res['flops_per_sample'] / 1e6:.3g} MFLOP/sample (fwd+bwd), "
                      f"GEMM peak {res['gemm_peak_gflops']:.1f} GFLOP/s"
                      + (f", peak GPU memory {res['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in res else ""))
+        if "eval_knobs" in res:
+            lines.append("    evaluation share at the largest pair count: every round "
+                         f"{100 * res['rows'][-1]['eval_fraction']:.0f}%, "
+                         + ", ".join(f"--{k.replace('_', '-').rsplit('-', 1)[0]} {k.rsplit('_', 1)[1]} {100 * v:.0f}%"
+                                     for k, v in res["eval_knobs"].items()))
         for field, sc in res.get("scaling", {}).items():
             lines.append(f"    round time vs {field} {sc['values']}: exponent {sc['exponent']:.2f} "
                          f"({', '.join(f'{1e3 * t:.1f}' for t in sc['round_s'])} ms)")

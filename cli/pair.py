@@ -54,6 +54,8 @@ OPTIONS = [
     ("init", str, "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both runs start from"),
     ("seed", int, "seed of all coupled random streams (init, sampling, minibatches, perturbation)"),
     ("eval_every", int, "evaluate losses/accuracies every this many rounds (discrepancy is logged every round)"),
+    ("eval_fraction", float, "compute the per-round metrics on this fixed fraction of every client's data and "
+                             "of the test set (the same samples for both runs and every round); 1 = all"),
     ("local_rounds", str, "comma-separated rounds at which local discrepancy per local step is logged"),
 ]
 TASK_OPTIONS = [

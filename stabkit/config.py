@@ -65,6 +65,7 @@ class RunConfig:
     init: str = "default"
     seed: int = 0
     eval_every: int = 1
+    eval_fraction: float = 1.0  # < 1: metrics on a fixed subset of each client's data and the test set
     local_rounds: tuple = (0,)
     constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
     augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.augment)
@@ -91,6 +92,8 @@ class RunConfig:
                 f"one of {', '.join(AGGREGATIONS)}")
         require(self.clip is None or (_is_real(self.clip) and self.clip > 0), "clip", self.clip,
                 "a positive gradient-norm threshold (or none)")
+        require(_is_real(self.eval_fraction) and 0 < self.eval_fraction <= 1, "eval_fraction",
+                self.eval_fraction, "a fraction in (0, 1] of the data the per-round metrics are computed on")
         require(_is_real(self.participation) and 0 < self.participation <= 1, "participation",
                 self.participation, "a fraction in (0, 1]")
         require(self.batch_size == "full" or (isinstance(self.batch_size, int) and self.batch_size >= 1),

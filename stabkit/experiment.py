@@ -75,7 +75,7 @@ class PairedRun:
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
-        self.evaluator = Evaluator(self.model, self.data, self.nb)
+        self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         self.rows: list = []
         self.local_rows: list = []
 

@@ -11,7 +11,8 @@ For each global model (pair r, trajectory j) on its own federation:
   held-out (validation) data; ``r_u``: mean loss on held-out clients neither run ever trains on;
   ``client_gap`` = r_u - r_e.
 
-All models are evaluated in one batched call per data split.
+All models are evaluated in one batched call per data split (in memory-bounded chunks), on all the data
+or, with ``eval_fraction`` < 1, on a fixed subset of every client's data and of the test set.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from stabkit.data import FederatedData
+from stabkit.evalsubset import keep_of, keep_per_owner
 from stabkit.flatmodel import FlatModel
 from stabkit.perturbation import Neighbours
 from stabkit.threads import threads_for
@@ -37,16 +39,29 @@ def _segment_mean(values: torch.Tensor, owner: torch.Tensor, num: int) -> torch.
 class Evaluator:
     """Evaluates ``x [R, 2, d]``; the train weights depend only on each trajectory's population."""
 
-    def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours):
+    def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours, fraction: float = 1.0,
+                 seed: int = 0):
+        """``fraction`` < 1: every metric on a fixed subset of the data (``stabkit.evalsubset``)."""
         self.model, self.data, self.nb = model, data, nb
+        dev = data.flat_x.device
         R, _, M = nb.cmap.shape
-        sizes = data.n.to(data.dtype)
-        member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=data.flat_x.device)
+        owner_np = data.flat_owner.cpu().numpy()
+        keep = torch.as_tensor(keep_per_owner(owner_np, data.origin, fraction, seed, "eval_train"), device=dev)
+        self.train = (data.flat_x[keep], data.flat_y[keep], data.flat_owner[keep])
+        val_owner = data.val_owner.cpu().numpy()
+        keep = torch.as_tensor(keep_per_owner(val_owner, np.arange(data.num_task_clients), fraction, seed,
+                                              "eval_val"), device=dev)
+        self.val = (data.val_x[keep], data.val_y[keep], data.val_owner[keep])
+        keep = torch.as_tensor(keep_of(len(data.test_y), fraction, seed, "eval_test"), device=dev)
+        self.test = (data.test_x[keep], data.test_y[keep])
+        owner = self.train[2]
+        sizes = torch.bincount(owner, minlength=data.num_rows).to(data.dtype)
+        member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=dev)
         member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
-        self.train_w = (member / (M * sizes))[:, data.flat_owner]  # [2R, N]
-        self.origin = torch.as_tensor(data.origin, device=data.flat_x.device)
-        self.unseen = torch.as_tensor(nb.unseen_pool, device=data.flat_x.device)
-        self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * len(data.flat_y)
+        self.train_w = (member / (M * sizes))[:, owner]  # [2R, N]
+        self.origin = torch.as_tensor(data.origin, device=dev)
+        self.unseen = torch.as_tensor(nb.unseen_pool, device=dev)
+        self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * len(owner)
 
     def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""
@@ -58,25 +73,27 @@ class Evaluator:
         R, _, d = x.shape
         m, data = self.model, self.data
         theta = x.reshape(R * 2, d)
+        train_x, train_y, owner = self.train
         with torch.enable_grad():
-            g, losses, correct = m.evaluate(theta, data.flat_x, data.flat_y, self.train_w)
+            g, losses, correct = m.evaluate(theta, train_x, train_y, self.train_w)
         out = {
             "train_loss": (losses * self.train_w).sum(1),
             "train_acc": (correct * self.train_w).sum(1),
             "grad_norm_sq": g.pow(2).sum(1),
         }
-        test_losses, test_correct = m.losses(theta, data.test_x, data.test_y)
+        test_losses, test_correct = m.losses(theta, *self.test)
         out["test_loss"], out["test_acc"] = test_losses.mean(1), test_correct.mean(1)
         out["gap"] = out["test_loss"] - out["train_loss"]
-        row_loss = _segment_mean(losses, data.flat_owner, data.num_rows)
+        row_loss = _segment_mean(losses, owner, data.num_rows)
         out["r_u"] = row_loss[:, self.unseen].mean(1)
         if rows is not None:
             rows_t = torch.as_tensor(rows.reshape(R * 2, -1), device=x.device)
-            row_acc = _segment_mean(correct, data.flat_owner, data.num_rows)
+            row_acc = _segment_mean(correct, owner, data.num_rows)
             out["part_loss"] = row_loss.gather(1, rows_t).mean(1)
             out["part_acc"] = row_acc.gather(1, rows_t).mean(1)
-            val_losses, _ = m.losses(theta, data.val_x, data.val_y)
-            val_loss = _segment_mean(val_losses, data.val_owner, data.num_task_clients)
+            val_x, val_y, val_owner = self.val
+            val_losses, _ = m.losses(theta, val_x, val_y)
+            val_loss = _segment_mean(val_losses, val_owner, data.num_task_clients)
             out["r_e"] = val_loss.gather(1, self.origin[rows_t]).mean(1)
             out["client_gap"] = out["r_u"] - out["r_e"]
         return {k: v.reshape(R, 2).cpu().numpy() for k, v in out.items()}

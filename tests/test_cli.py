@@ -53,6 +53,8 @@ BAD = [
     (["--algo", "fedinit", "--ri-beta", "0.1"], "ri_beta=0.1", "--hp beta"),
     (["--ri-aggregation", "sum"], "ri_aggregation='sum'", "model_avg, delta_from_init"),
     (["--augment", "mixup"], "augment='mixup'", "none, crop_flip"),
+    (["--eval-fraction", "0"], "eval_fraction=0.0", "(0, 1]"),
+    (["--eval-fraction", "1.5"], "eval_fraction=1.5", "(0, 1]"),
     (["--task", "synthetic", "--augment", "crop_flip"], "augment='crop_flip'", "needs image inputs"),
 ]
 
