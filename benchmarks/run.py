@@ -105,8 +105,8 @@ def fit_exponent(xs, ys) -> float:
 
 
 def scaling(w, task, reps: int, rounds: int) -> dict:
-    """Round time of the largest pair count vs clients per round and vs K (``w.scaling``), log-log slope."""
-    base = w.config(max(w.pairs))
+    """Round time at ``w.scaling_pairs`` pairs vs clients per round and vs K (``w.scaling``), log-log slope."""
+    base = w.config(w.scaling_pairs)
     out = {}
     for field in ("clients_per_round", "local_steps"):
         values = w.scaling
@@ -115,7 +115,8 @@ def scaling(w, task, reps: int, rounds: int) -> dict:
             s.step()
         times = [[timed(s.step, rounds) for s in steppers] for _ in range(reps)]
         med = np.median(np.array(times), axis=0)
-        out[field] = {"values": list(values), "round_s": med.tolist(), "exponent": fit_exponent(values, med)}
+        out[field] = {"values": list(values), "round_s": med.tolist(), "exponent": fit_exponent(values, med),
+                      "pairs": w.scaling_pairs}
     return out
 
 
@@ -209,7 +210,8 @@ def table(results: list) -> str:
                          + ", ".join(f"--{k.replace('_', '-').rsplit('-', 1)[0]} {k.rsplit('_', 1)[1]} {100 * v:.0f}%"
                                      for k, v in res["eval_knobs"].items()))
         for field, sc in res.get("scaling", {}).items():
-            lines.append(f"    round time vs {field} {sc['values']}: exponent {sc['exponent']:.2f} "
+            lines.append(f"    round time vs {field} {sc['values']} ({sc['pairs']} pairs): "
+                         f"exponent {sc['exponent']:.2f} "
                          f"({', '.join(f'{1e3 * t:.1f}' for t in sc['round_s'])} ms)")
     return "\n".join(lines)
 

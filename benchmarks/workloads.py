@@ -30,6 +30,7 @@ class Workload:
     baseline: bool = True  # also time the per-client loop
     evaluate: bool = True  # time the per-round evaluation too (off where it would dominate the benchmark)
     scaling: tuple = ()  # clients per round / K values to fit the round-time exponents on (empty: none)
+    scaling_pairs: int = 8  # pair count the exponents are measured at
 
 
 def image_task(clients: int, samples: int, shape: tuple, classes: int = 10, heldout: int = 6,
@@ -68,7 +69,8 @@ def workloads(scale: float = 1.0, device: str = "cpu") -> dict:
                  scaling=(5, 10, 20, 40) if scale >= 1 else (1, 2, 3, 4)),
         Workload("W2", f"LeNet-5, same federation on 1x28x28 images, s={s}, K={c(10)}, B={c(10)}",
                  lambda R: RunConfig(task="synthetic", model="lenet5", pairs=R, **w1),
-                 lambda: image_task(M, n, (1, 28, 28)), rounds=2, evaluate=False),
+                 lambda: image_task(M, n, (1, 28, 28)), rounds=2, evaluate=False,
+                 scaling=(5, 10, 20, 40) if scale >= 1 else (1, 2, 3, 4), scaling_pairs=1),
         Workload("W3", "digits (default run: MLP, 20 clients, s=5, K=10, B=16)",
                  lambda R: RunConfig(pairs=R, device=device, constants=False, local_rounds=(),
                                      task_options=TaskOptions(clients=c(20))),

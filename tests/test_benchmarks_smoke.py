@@ -18,6 +18,11 @@ def test_benchmark_smoke(tmp_path, capsys):
         assert abs(row["traj_rounds_per_s"] / row["rounds_per_s"] - 2 * row["pairs"]) < 1e-9  # one rep: exact
         assert row["baseline_rounds_per_s"] > 0 and row["ratio"] > 0 and 0 < row["eval_fraction"] < 1
     assert set(res["scaling"]) == {"clients_per_round", "local_steps"}
+    knobs = res["eval_knobs"]
+    assert set(knobs) == {"eval_every_2", "eval_every_5", "eval_every_10", "eval_fraction_0.5",
+                          "eval_fraction_0.25", "eval_fraction_0.1"}
+    assert all(0 < v < 1 for v in knobs.values())
+    assert knobs["eval_every_10"] < knobs["eval_every_5"] < knobs["eval_every_2"] < res["rows"][-1]["eval_fraction"]
     assert res["peak_rss_mb"] > 0
     printed = capsys.readouterr().out
     assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed
