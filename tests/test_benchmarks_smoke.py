@@ -26,3 +26,9 @@ def test_benchmark_smoke(tmp_path, capsys):
     assert res["peak_rss_mb"] > 0
     printed = capsys.readouterr().out
     assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed
+
+
+def test_op_profile_smoke():
+    from benchmarks.op_profile import profile_workload
+    table = profile_workload("W1", pairs=1, rounds=1, device="cpu", rows=5)
+    assert "Self CPU" in table and "aten::" in table

@@ -1,0 +1,51 @@
+"""Where a workload's round time goes: torch.profiler's op table for a few rounds of one workload.
+
+    .venv/bin/python benchmarks/op_profile.py W2 [--pairs 8] [--rounds 2] [--device cpu] [--rows 15]
+
+The profiles behind the engine's fast paths came from this script: on W2 (LeNet-5, 8 pairs) the
+torch.func path spent its time in ``convolution_backward`` and in max-pool forwards recomputed inside
+``vmap``'s backward, and ``y - lr * g`` cost two passes over [160, 44426] floats per local step; see the
+README's Performance section for what each fix bought.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.experiment import PairedRun  # noqa: E402
+
+
+def profile_workload(name: str, pairs: int, rounds: int, device: str, rows: int) -> str:
+    """The op table (self time, descending) of ``rounds`` rounds plus one evaluation of workload ``name``."""
+    w = workloads(1.0, device)[name]
+    run = PairedRun(w.config(pairs), task=w.task())
+    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    rec = run.engine.step(0)  # warm-up
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=activities) as prof:
+        for t in range(1, rounds + 1):
+            rec = run.engine.step(t)
+        run.evaluator.evaluate(run.engine.x, rec.rows)
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workload", choices=["W1", "W2", "W3", "W4", "W5"])
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--rows", type=int, default=15)
+    args = ap.parse_args(argv)
+    print(profile_workload(args.workload, args.pairs, args.rounds, args.device, args.rows))
+
+
+if __name__ == "__main__":
+    main()
