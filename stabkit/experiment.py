@@ -44,14 +44,18 @@ def default_out_dir(cfg: RunConfig) -> Path:
 
 
 def resolve_device(name: str) -> torch.device:
-    """The torch device for ``--device``; on CUDA also the cuBLAS setting that deterministic mode needs
-    (without it ``torch.use_deterministic_algorithms(True)`` refuses every CUDA matmul)."""
+    """The torch device for ``--device``. On CUDA also the cuBLAS setting that deterministic mode needs
+    (without it ``torch.use_deterministic_algorithms(True)`` refuses every CUDA matmul), and TF32 off for
+    cuDNN convolutions as it is for matmuls: a float32 run computes in float32 (cuDNN's TF32 default would
+    round conv inputs to 10 mantissa bits, far above the discrepancies a sample perturbation starts with)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"invalid device={name!r}: CUDA is not available here; use cpu or auto")
     if name.startswith("cuda"):
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     return torch.device(name)
 
 

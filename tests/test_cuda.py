@@ -53,3 +53,15 @@ def test_gpu_fast_path_matches_torch_func():
     m.fast = None
     ref = m.grads(th, x, y)
     assert (fast - ref).abs().max() <= 1e-12 * max(1.0, float(ref.abs().max()))
+
+
+def test_float32_gpu_run_computes_in_float32_not_tf32():
+    cfg = {**CFG, "dtype": "float32"}
+    runs = {}
+    for device in ("cpu", "cuda"):
+        run = PairedRun(RunConfig(device=device, algo="fedavg", **cfg))
+        for t in range(cfg["rounds"]):
+            run.engine.step(t)
+        runs[device] = run.engine.x.cpu()
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    assert (runs["cuda"] - runs["cpu"]).abs().max() <= 1e-5 * float(runs["cpu"].abs().max())
