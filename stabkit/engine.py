@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext
+from stabkit.alloc import keep_freed_memory
 from stabkit.augment import crop_flip
 from stabkit.config import RunConfig
 from stabkit.data import FederatedData
@@ -45,6 +46,7 @@ class PairedEngine:
     def __init__(self, cfg: RunConfig, algo: Algorithm, model: FlatModel, data: FederatedData,
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
+        keep_freed_memory()
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]
         self.x = theta0[:, None, :].expand(R, 2, d).clone()

@@ -125,3 +125,12 @@ def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
     chunked = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
     for a, b in zip(chunked, whole):
         assert a.shape == b.shape and (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))
+
+
+def test_allocator_policy_applies_once_on_linux():
+    import sys
+
+    from stabkit.alloc import keep_freed_memory
+    _final_state(pairs=1, rounds=1)  # the engine applies it
+    assert keep_freed_memory() is (sys.platform.startswith("linux") and not any(
+        k.startswith("MALLOC_") for k in __import__("os").environ))
