@@ -59,7 +59,7 @@ def estimate_constants(run, snapshots: list, df: pd.DataFrame, max_clients: int 
     ok = excess > 1e-8 * max(1.0, abs(f.min()))
     out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
 
-    weights = run.evaluator.train_w[0]  # trajectory A of pair 0: f = mean_i F_i
+    weights = run.evaluator.population_weights(0)  # trajectory A of pair 0, all its data: f = mean_i F_i
     keep = weights > 0
     x_all, y_all, w_all = data.flat_x[keep], data.flat_y[keep], weights[keep]
     owners = data.flat_owner[keep]

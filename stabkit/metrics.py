@@ -59,9 +59,16 @@ class Evaluator:
         member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=dev)
         member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
         self.train_w = (member / (M * sizes))[:, owner]  # [2R, N]
+        self.member, self.M = member, M
         self.origin = torch.as_tensor(data.origin, device=dev)
         self.unseen = torch.as_tensor(nb.unseen_pool, device=dev)
         self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * len(owner)
+
+    def population_weights(self, q: int) -> torch.Tensor:
+        """Weights ``[N]`` over *all* flat training samples (not the evaluation subset) with which
+        sum_n w_n loss_n = f(x) = (1/M) sum_i F_i(x) for model q (pair q // 2, trajectory q % 2)."""
+        data = self.data
+        return (self.member[q] / (self.M * data.n.to(data.dtype)))[data.flat_owner]
 
     def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""

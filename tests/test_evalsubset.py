@@ -63,3 +63,16 @@ def test_eval_fraction_is_recorded_and_validated():
     assert RunConfig(eval_fraction=0.5).to_dict()["eval_fraction"] == 0.5
     with pytest.raises(ConfigError, match="eval_fraction=0"):
         RunConfig(eval_fraction=0)
+
+
+def test_constants_use_all_training_data_whatever_the_evaluation_subset(tmp_path):
+    import json
+
+    from stabkit.experiment import run_pair
+    consts = {}
+    for f in (1.0, 0.25):
+        cfg = RunConfig(**{**BASE, "constants": True, "eval_fraction": f})
+        run_pair(cfg, out=tmp_path / str(f))
+        consts[f] = json.loads((tmp_path / str(f) / "constants.json").read_text())
+    for name in ("L", "sigma_l2", "sigma_g2", "G", "U"):
+        assert consts[1.0][name] == consts[0.25][name] > 0, name  # estimated on the full data both times
