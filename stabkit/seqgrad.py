@@ -141,7 +141,7 @@ def _layer(m: nn.Module):
     t = type(m)
     if t is nn.Linear:
         return Linear(m)
-    if t is nn.Conv2d and m.padding_mode == "zeros" and isinstance(m.padding, tuple):
+    if t is nn.Conv2d and m.padding_mode == "zeros" and isinstance(m.padding, tuple) and m.groups == 1:
         return Conv2d(m)
     if t is nn.ReLU:
         return ReLU()

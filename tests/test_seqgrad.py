@@ -75,6 +75,7 @@ def test_other_architectures_keep_the_generic_path():
     assert compile_seq(nn.Sequential(nn.Flatten(), nn.Linear(4, 2), nn.Tanh()), "classification") is None
     assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten()), "classification") is None
     assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3), nn.GroupNorm(1, 2), nn.Flatten()), "classification") is None
+    assert compile_seq(nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten()), "classification") is None
     assert compile_seq(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2)), "classification") is not None
 
 
