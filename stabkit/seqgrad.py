@@ -23,7 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-CL = torch.channels_last  # the memory format oneDNN's grouped convolutions run fastest in (2-5x, measured)
+
+def conv_format(device: torch.device) -> torch.memory_format:
+    """Memory format of the grouped convolutions: channels-last on the CPU (oneDNN's grouped kernels ran
+    2-5x faster in it), the default on CUDA (cuDNN: LeNet-5 gradient of 160 clients 4.8 ms vs 9.0 ms in
+    channels-last on an H100; the FedAvg CNN and VGG-11 equal)."""
+    return torch.channels_last if device.type == "cpu" else torch.contiguous_format
+
 
 # Each layer class below mirrors one nn module:
 #   forward(h, form, theta, P) -> (output, output form, saved)   theta: this layer's slice [P, numel]
@@ -67,7 +73,8 @@ class Conv2d:
         if form == "models":  # [P, B, C, H, W] -> [B, P*C, H, W]
             h = h.transpose(0, 1).flatten(1, 2)
         groups = 1 if form == "shared" else P
-        h, w = h.contiguous(memory_format=CL), w.contiguous(memory_format=CL)
+        fmt = conv_format(h.device)
+        h, w = h.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
         m = self.m
         y = F.conv2d(h, w, b, m.stride, m.padding, m.dilation, groups)
         return y, "grouped", (h, w, groups, P)
