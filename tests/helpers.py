@@ -1,4 +1,4 @@
-"""Small shared fixtures for the engine tests: a hand-sized regression task and run helpers."""
+"""Small shared fixtures: a hand-sized regression task, run helpers and an in-process CLI runner."""
 import numpy as np
 import pandas as pd
 
@@ -57,3 +57,15 @@ def run_rounds(run: PairedRun, rounds: int) -> np.ndarray:
 
 def metrics(run: PairedRun) -> pd.DataFrame:
     return pd.concat(run.rows, ignore_index=True)
+
+
+def cli(args, capsys):
+    """Run ``stabkit ARGS`` in-process: ``(exit code, stdout, stderr)``, code 0 when click returns normally."""
+    from stabkit_cli.main import main
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err

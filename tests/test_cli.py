@@ -6,26 +6,14 @@ import pytest
 import torch
 
 from stabkit import load_run
-from stabkit_cli.main import main
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+from tests.helpers import cli
 
 
 def ok_cli(args, capsys):
-    """Run a command that must succeed (click returns normally in non-standalone mode)."""
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    assert code in (0, None), out.err
-    return out.out
+    """Run a command that must succeed; its stdout."""
+    code, out, err = cli(args, capsys)
+    assert code == 0, err
+    return out
 
 
 BAD = [
@@ -62,7 +50,7 @@ BAD = [
 @pytest.mark.parametrize("args,value,allowed", BAD, ids=[" ".join(b[0]) for b in BAD])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, value, allowed):
     out_dir = tmp_path / "run"
-    code, _, err = run_cli(["pair", *args, "--out", str(out_dir), "--quiet"], capsys)
+    code, _, err = cli(["pair", *args, "--out", str(out_dir), "--quiet"], capsys)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -83,7 +71,7 @@ def test_malformed_npz(tmp_path, capsys, content, problem):
         np.savez(path, **content)
     elif content is not None:
         path.write_text(content)
-    code, _, err = run_cli(["pair", "--task", "npz", "--npz-path", str(path), "--out", str(tmp_path / "r")], capsys)
+    code, _, err = cli(["pair", "--task", "npz", "--npz-path", str(path), "--out", str(tmp_path / "r")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err and problem in err, err
     assert not (tmp_path / "r").exists()
 
@@ -91,7 +79,7 @@ def test_malformed_npz(tmp_path, capsys, content, problem):
 def test_unwritable_output_directory(tmp_path, capsys):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    code, _, err = run_cli(["pair", "--rounds", "1", "--out", str(blocker / "run"), "--quiet"], capsys)
+    code, _, err = cli(["pair", "--rounds", "1", "--out", str(blocker / "run"), "--quiet"], capsys)
     assert code == 2 and err.startswith("error: invalid out=") and "writable" in err
     assert len(err.strip().splitlines()) == 1
 
@@ -115,7 +103,7 @@ def test_config_file_supplies_options_and_command_line_wins(tmp_path, capsys):
 def test_bad_config_key(tmp_path, capsys):
     cfg = tmp_path / "run.json"
     cfg.write_text(json.dumps({"algo": "fedavg", "learning_rate": 0.1}))
-    code, _, err = run_cli(["pair", "--config", str(cfg)], capsys)
+    code, _, err = cli(["pair", "--config", str(cfg)], capsys)
     assert code == 2 and "'learning_rate'" in err and "allowed keys" in err
 
 
@@ -134,13 +122,13 @@ def test_init_from_flat_vector_and_state_dict(tmp_path, capsys):
         r = PairedRun(RunConfig(pairs=2, init=str(tmp_path / f)))
         assert np.array_equal(r.engine.x[1, 1].numpy(), vec), f
     np.save(tmp_path / "short.npy", vec[:-1])
-    code, _, err = run_cli(["pair", "--init", str(tmp_path / "short.npy"), "--quiet"], capsys)
+    code, _, err = cli(["pair", "--init", str(tmp_path / "short.npy"), "--quiet"], capsys)
     assert code == 2 and f"{d - 1} entries" in err and f"{d} parameters" in err
 
 
 def test_diverging_run_stops_cleanly_and_keeps_its_log(tmp_path, capsys):
     out = tmp_path / "r"
-    code, stdout, err = run_cli(["pair", "--task", "quadratic", "--lr", "40", "--rounds", "50", "--pairs", "2",
+    code, stdout, err = cli(["pair", "--task", "quadratic", "--lr", "40", "--rounds", "50", "--pairs", "2",
                                  "--out", str(out), "--quiet"], capsys)
     assert code == 1 and "diverged" in err and "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())

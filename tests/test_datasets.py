@@ -12,7 +12,7 @@ from stabkit.fixtures import write_cifar, write_idx, write_idx_file, write_leaf,
 from stabkit.presets import PRESETS, preset_values
 from stabkit.tasks import TaskOptions, build_task, cifar, idx, leaf
 from stabkit.tasks.tinyimagenet import read_tinyimagenet
-from stabkit_cli.main import main
+from tests.helpers import cli
 
 
 def _rows(arrays):
@@ -121,18 +121,8 @@ def test_missing_and_malformed_files_name_file_place_and_format(tmp_path):
     assert "wnids.txt, but it does not exist" in _error("tinyimagenet", tmp_path)
 
 
-def _cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code or 0, out.out, out.err
-
-
 def test_presets_listing_and_precedence(tmp_path, capsys):
-    code, out, _ = _cli(["presets"], capsys)
+    code, out, _ = cli(["presets"], capsys)
     assert code == 0 and all(name in out for name in PRESETS) and "fedsagd.md §5.1 Setting I" in out
     assert preset_values("fedsagd-cifar10") == dict(
         task="cifar10", model="fedavg_cnn", partition="dirichlet", clients=200, participation=0.02, batch_size=50,
@@ -140,7 +130,7 @@ def test_presets_listing_and_precedence(tmp_path, capsys):
     write_cifar(tmp_path / "data", "cifar10", train=78, test=6)
     config = tmp_path / "run.yaml"
     config.write_text("rounds: 3\nlr: 0.05\n")
-    code, _, err = _cli(["pair", "--preset", "fedsagd-cifar10", "--data-dir", str(tmp_path / "data"), "--algo",
+    code, _, err = cli(["pair", "--preset", "fedsagd-cifar10", "--data-dir", str(tmp_path / "data"), "--algo",
                          "fedsagd", "--config", str(config), "--rounds", "1", "--clients", "10", "--heldout-clients",
                          "3", "--clients-per-round", "2", "--local-steps", "1", "--batch-size", "2", "--model",
                          "lenet5", "--pairs", "1", "--no-constants", "--quiet", "--out", str(tmp_path / "r")], capsys)
@@ -149,5 +139,5 @@ def test_presets_listing_and_precedence(tmp_path, capsys):
     assert (c["rounds"], c["lr"], c["model"], c["local_steps"]) == (1, 0.05, "lenet5", 1)  # options > file > preset
     assert (c["lr_decay"], c["weight_decay"], c["batch_size"], c["task"]) == (0.998, 1e-3, 2, "cifar10")
     assert c["task_options"]["dirichlet_alpha"] == 0.3 and c["task_options"]["clients"] == 10
-    code, _, err = _cli(["pair", "--preset", "fedsagd-mnist"], capsys)
+    code, _, err = cli(["pair", "--preset", "fedsagd-mnist"], capsys)
     assert code == 2 and err.count("\n") == 1 and "invalid preset='fedsagd-mnist': one of fedsagd-cifar10" in err

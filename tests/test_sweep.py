@@ -14,6 +14,7 @@ from stabkit.errors import ConfigError
 from stabkit.sweep import load_spec, make_executor, parse_spec, read_manifest, run_sweep
 from stabkit.sweep.report import sweep_report
 from stabkit_cli.main import main
+from tests.helpers import cli
 
 BASE = {"algo": "fedavg", "task": "quadratic", "rounds": 6, "pairs": 2, "clients": 4, "heldout_clients": 2,
         "local_steps": 2, "local_rounds": [], "constants": False, "quad_dim": 4}
@@ -134,12 +135,6 @@ def test_report_tidy_table_bounds_and_figures(tmp_path):
     assert all(p.stat().st_size > 10_000 for p in paths["figures"])
 
 
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    return exc.value.code, capsys.readouterr().err
-
-
 BAD_SPECS = [
     ({"base": BASE, "product": {"learning_rate": [0.1]}}, "invalid axis='learning_rate': a config key"),
     ({"base": BASE, "product": {"lr": []}}, "invalid axis lr=[]: a non-empty list of values"),
@@ -159,7 +154,7 @@ BAD_SPECS = [
 def test_bad_specs_one_line_exit_2(tmp_path, capsys, spec, message):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    code, err = run_cli(["sweep", str(path), "--out", str(tmp_path / "out")], capsys)
+    code, _, err = cli(["sweep", str(path), "--out", str(tmp_path / "out")], capsys)
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists()
 
