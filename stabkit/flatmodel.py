@@ -154,4 +154,6 @@ class FlatModel:
         same memory-bounded chunks as :meth:`evaluate`)."""
         forward = self.fast.eval_losses if self.fast is not None else self._forward_losses
         parts = [forward(theta, x[i], y[i]) for i in self._chunks(x, len(theta))]
+        if len(parts) == 1:
+            return parts[0]
         return torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1)

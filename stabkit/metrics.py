@@ -45,15 +45,19 @@ class Evaluator:
         self.model, self.data, self.nb = model, data, nb
         dev = data.flat_x.device
         R, _, M = nb.cmap.shape
-        owner_np = data.flat_owner.cpu().numpy()
-        keep = torch.as_tensor(keep_per_owner(owner_np, data.origin, fraction, seed, "eval_train"), device=dev)
-        self.train = (data.flat_x[keep], data.flat_y[keep], data.flat_owner[keep])
-        val_owner = data.val_owner.cpu().numpy()
-        keep = torch.as_tensor(keep_per_owner(val_owner, np.arange(data.num_task_clients), fraction, seed,
-                                              "eval_val"), device=dev)
-        self.val = (data.val_x[keep], data.val_y[keep], data.val_owner[keep])
-        keep = torch.as_tensor(keep_of(len(data.test_y), fraction, seed, "eval_test"), device=dev)
-        self.test = (data.test_x[keep], data.test_y[keep])
+
+        def subset(tensors: tuple, keep) -> tuple:  # all the data is used as is, without a copy
+            if fraction >= 1:
+                return tensors
+            keep = torch.as_tensor(keep(), device=dev)
+            return tuple(t[keep] for t in tensors)
+
+        self.train = subset((data.flat_x, data.flat_y, data.flat_owner), lambda: keep_per_owner(
+            data.flat_owner.cpu().numpy(), data.origin, fraction, seed, "eval_train"))
+        self.val = subset((data.val_x, data.val_y, data.val_owner), lambda: keep_per_owner(
+            data.val_owner.cpu().numpy(), np.arange(data.num_task_clients), fraction, seed, "eval_val"))
+        self.test = subset((data.test_x, data.test_y),
+                           lambda: keep_of(len(data.test_y), fraction, seed, "eval_test"))
         owner = self.train[2]
         sizes = torch.bincount(owner, minlength=data.num_rows).to(data.dtype)
         member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=dev)
