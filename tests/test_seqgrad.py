@@ -129,12 +129,13 @@ def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
 
 
 def test_allocator_policy_applies_once_on_linux():
+    import os
     import sys
 
     from stabkit.alloc import keep_freed_memory
     _final_state(pairs=1, rounds=1)  # the engine applies it
     assert keep_freed_memory() is (sys.platform.startswith("linux") and not any(
-        k.startswith("MALLOC_") for k in __import__("os").environ))
+        k.startswith("MALLOC_") for k in os.environ))
 
 
 def test_runs_above_the_one_thread_threshold_are_deterministic(tmp_path):
