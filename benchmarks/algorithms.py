@@ -16,7 +16,7 @@ import numpy as np
 
 from stabkit import RunConfig
 from stabkit.algorithms import ALGORITHMS
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 
 
 def measure(rounds: int, pairs: int, perturb: str) -> list:

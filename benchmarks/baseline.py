@@ -3,7 +3,7 @@
 Per round: for each sampled client, ``copy.deepcopy`` the global ``nn.Module``, train it K steps with
 ``torch.optim.SGD`` on index-sliced minibatches, and average the clients' state dicts. One trajectory,
 no pairing. It runs on the same task, model and hyperparameters as the stabkit run it is compared with,
-on the same device, in the same process and under the same thread setting (``stabkit.threads``), so the
+on the same device, in the same process and under the same thread setting (``stabkit.engine.threads``), so the
 ratio measures the batching and not a thread-count difference.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stabkit.config import RunConfig
-from stabkit.models import build_model
+from stabkit.run.config import RunConfig
+from stabkit.models.registry import build_model
 from stabkit.tasks.base import Task
-from stabkit.threads import threads_for
+from stabkit.engine.threads import threads_for
 
 
 class PerClientLoop:

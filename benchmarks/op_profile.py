@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.workloads import workloads  # noqa: E402
-from stabkit.experiment import PairedRun  # noqa: E402
+from stabkit.run.experiment import PairedRun  # noqa: E402
 
 
 def profile_workload(name: str, pairs: int, rounds: int, device: str, rows: int) -> str:

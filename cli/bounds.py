@@ -61,7 +61,7 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
-    from stabkit.analysis import analyze  # imported on use: scipy and the bound registry are slow to import
+    from stabkit.analysis.run_analysis import analyze  # imported on use: scipy and the bound registry are slow to import
 
     analyses = [analyze(r, bootstrap=bootstrap) for r in runs]
     if fmt == "table":
@@ -73,7 +73,7 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
                    for a in analyses]
         click.echo(json.dumps(payload, indent=2, default=_json))
     if plot:
-        from stabkit.plots import plot_all
+        from stabkit.analysis.plots import plot_all
 
         target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
         paths = plot_all(analyses, target, log=log)

@@ -2,7 +2,7 @@
 import click
 import numpy as np
 
-from stabkit.models import DESCRIPTIONS, MODELS, build_model
+from stabkit.models.registry import DESCRIPTIONS, MODELS, build_model
 from stabkit.tasks.base import Task
 
 # (label, input shape, classes, integer inputs) on which each model's size is reported.

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from stabkit.config import CLIENT_MODE_HELP, RunConfig, read_mapping
+from stabkit.run.config import CLIENT_MODE_HELP, RunConfig, read_mapping
 from stabkit.errors import ConfigError
-from stabkit.experiment import PairedRun, default_out_dir
-from stabkit.presets import preset_values
-from stabkit.summary import format_summary
+from stabkit.run.experiment import PairedRun, default_out_dir
+from stabkit.run.presets import preset_values
+from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
 _RUN_DEFAULTS = RunConfig()

@@ -1,7 +1,7 @@
 """``stabkit presets``: the papers' settings available as ``stabkit pair --preset NAME``, with their sources."""
 import click
 
-from stabkit.presets import PRESETS
+from stabkit.run.presets import PRESETS
 
 
 @click.command()

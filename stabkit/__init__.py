@@ -5,10 +5,10 @@ Python API: ``RunConfig`` + ``run_pair`` run a paired experiment and write a run
 """
 __version__ = "0.1.0"
 
-from stabkit.config import RunConfig  # noqa: E402
+from stabkit.run.config import RunConfig  # noqa: E402
 from stabkit.errors import ConfigError  # noqa: E402
-from stabkit.experiment import PairedRun, run_pair  # noqa: E402
-from stabkit.runstore import load_local, load_run  # noqa: E402
+from stabkit.run.experiment import PairedRun, run_pair  # noqa: E402
+from stabkit.run.runstore import load_local, load_run  # noqa: E402
 from stabkit.tasks.options import TaskOptions  # noqa: E402
 
 __all__ = ["ConfigError", "PairedRun", "RunConfig", "TaskOptions", "load_local", "load_run", "run_pair",

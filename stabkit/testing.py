@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.fits import ALL, curves_from, fit_growth
+from stabkit.analysis.fits import ALL, curves_from, fit_growth
 
 
 def _mean_se(curves: np.ndarray, i: int) -> tuple[float, float]:

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 
 from stabkit import RunConfig, TaskOptions
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 from stabkit.tasks.base import Task
 
 LR, K = 0.1, 2  # client lr and local steps of every tiny run

@@ -14,7 +14,7 @@ import torch
 
 from stabkit import RunConfig
 from stabkit.errors import ConfigError
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 from tests.helpers import K, LR, grad, local_models, run_rounds, tiny_run
 
 ATOL = 1e-12

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from stabkit import RunConfig
-from stabkit.experiment import PairedRun
-from stabkit.sampling import sample_clients
+from stabkit.run.experiment import PairedRun
+from stabkit.engine.sampling import sample_clients
 from tests.helpers import LR, A, B, K, grad, tiny_run
 
 # ----------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stabkit import RunConfig
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 from tests.helpers import K, LR, grad, local_models, run_rounds, tiny_run
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from stabkit import RunConfig
 from stabkit.algorithms import ALGORITHMS
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 
 TWO_GRADIENTS = {"fedsam", "mofedsam", "fedasam"}
 COMMON = dict(rounds=4, pairs=2, local_steps=3, eval_every=2, local_rounds=(1,))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from stabkit import RunConfig, TaskOptions, run_pair
-from stabkit.analysis import analyze
+from stabkit.analysis.run_analysis import analyze
 from stabkit.tasks import build_task
 from stabkit_cli.main import main
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
-from stabkit.fixtures import write_cifar, write_idx, write_leaf, write_tinyimagenet
-from stabkit.flatmodel import FlatModel
-from stabkit.models import build_model
-from stabkit.nets.lstm import CharLSTM
+from stabkit.tasks.fixtures import write_cifar, write_idx, write_leaf, write_tinyimagenet
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.models.registry import build_model
+from stabkit.models.lstm import CharLSTM
 from stabkit.tasks.base import Task
 
 

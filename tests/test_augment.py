@@ -2,9 +2,10 @@
 import numpy as np
 import torch
 
-from stabkit import RunConfig, rng
-from stabkit.augment import PAD, crop_flip
-from stabkit.experiment import PairedRun
+from stabkit import RunConfig
+from stabkit.engine import rng
+from stabkit.engine.augment import PAD, crop_flip
+from stabkit.run.experiment import PairedRun
 
 
 def test_crop_flip_matches_a_numpy_reference_and_is_shared_by_both_runs():

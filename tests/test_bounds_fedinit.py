@@ -1,9 +1,9 @@
-"""FedInit bounds (stabkit/bounds/fedinit.py) against fedinit.md §2.5-§2.8, §3.1."""
+"""FedInit bounds (stabkit/analysis/bounds/fedinit.py) against fedinit.md §2.5-§2.8, §3.1."""
 import numpy as np
 import pytest
 
-from stabkit.bounds import Setting, bounds_for
-from stabkit.bounds import fedinit as fi
+from stabkit.analysis.bounds import Setting, bounds_for
+from stabkit.analysis.bounds import fedinit as fi
 
 CONST = dict(L=2.0, sigma_l2_sample=0.49, sigma_g2=0.3, F0=1.5, G=3.0, U=2.0, L_G=1.2, a_int=1.5, b_int=1.2)
 

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from stabkit.bounds import Setting, bounds_for, registered
-from stabkit.bounds.fedsagd import (FORMS, evaluate, fedsagd_constants, round_coeffs,
+from stabkit.analysis.bounds import Setting, bounds_for, registered
+from stabkit.analysis.bounds.fedsagd import (FORMS, evaluate, fedsagd_constants, round_coeffs,
                                     theta_lemma_c1)
-from stabkit.bounds.fedsagd_local import LOCAL_ALGOS, local_bound
+from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, local_bound
 
 CIFAR = dict(beta=0.9, lam=0.01, mu=0.001)  # §3.5 paper CIFAR-10 setting: eta_l = 0.1, K = 25
 SMALL = dict(beta=0.9, lam=1.0, mu=0.1)  # §3.5 small-problem regime: eta_l = 0.05, K = 10

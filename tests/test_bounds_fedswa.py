@@ -1,10 +1,10 @@
-"""FedSWA / FedMoSWA bounds (stabkit/bounds/fedswa.py) against fedswa.md §2.7-§2.13; Hardt et al. reference."""
+"""FedSWA / FedMoSWA bounds (stabkit/analysis/bounds/fedswa.py) against fedswa.md §2.7-§2.13; Hardt et al. reference."""
 import numpy as np
 import pytest
 
-from stabkit.bounds import Setting, bounds_for
-from stabkit.bounds import fedswa as fs
-from stabkit.bounds import hardt as hr
+from stabkit.analysis.bounds import Setting, bounds_for
+from stabkit.analysis.bounds import fedswa as fs
+from stabkit.analysis.bounds import hardt as hr
 
 CONST = dict(L=2.0, G=3.0, sigma_l2_sample=0.49, sigma_g2_mean=0.16, U=2.0)
 

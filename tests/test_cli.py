@@ -109,7 +109,7 @@ def test_bad_config_key(tmp_path, capsys):
 
 def test_init_from_flat_vector_and_state_dict(tmp_path, capsys):
     from stabkit import RunConfig
-    from stabkit.experiment import PairedRun
+    from stabkit.run.experiment import PairedRun
 
     run = PairedRun(RunConfig(pairs=1))
     d = run.model.d

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions
-from stabkit.evalsubset import keep_of, keep_per_owner
-from stabkit.experiment import PairedRun
+from stabkit.engine.evalsubset import keep_of, keep_per_owner
+from stabkit.run.experiment import PairedRun
 
 BASE = dict(pairs=2, rounds=3, clients_per_round=4, local_steps=3, task_options=TaskOptions(clients=8),
             constants=False, local_rounds=(), device="cpu", dtype="float64")
@@ -68,7 +68,7 @@ def test_eval_fraction_is_recorded_and_validated():
 def test_constants_use_all_training_data_whatever_the_evaluation_subset(tmp_path):
     import json
 
-    from stabkit.experiment import run_pair
+    from stabkit.run.experiment import run_pair
     consts = {}
     for f in (1.0, 0.25):
         cfg = RunConfig(**{**BASE, "constants": True, "eval_fraction": f})

@@ -1,11 +1,11 @@
-"""Growth-law fits (stabkit.fits): parameter recovery, BIC selection, bootstrap CIs, edge cases, speed."""
+"""Growth-law fits (stabkit.analysis.fits): parameter recovery, BIC selection, bootstrap CIs, edge cases, speed."""
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from stabkit.fits import (MAX_POINTS, compare_level, compare_rate, fit_growth, fit_law, fit_local,
+from stabkit.analysis.fits import (MAX_POINTS, compare_level, compare_rate, fit_growth, fit_law, fit_local,
                           local_curves, tightness)
 
 T, PAIRS = 200, 8

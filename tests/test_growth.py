@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from stabkit import RunConfig, TaskOptions
-from stabkit.experiment import PairedRun
+from stabkit.run.experiment import PairedRun
 from stabkit.testing import assert_below, assert_grows, assert_saturates
 
 T, PAIRS, W = 200, 6, 0.1

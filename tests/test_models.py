@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from stabkit.errors import ConfigError
-from stabkit.models import MODELS, build_model
+from stabkit.models.registry import MODELS, build_model
 from stabkit.tasks.base import Task
 
 

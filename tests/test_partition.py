@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from stabkit.errors import ConfigError
-from stabkit.partition import partition, split_off
+from stabkit.tasks.partition import partition, split_off
 
 LABELS = np.random.default_rng(123).integers(0, 10, 5000)
 

@@ -1,15 +1,15 @@
-"""The hand-written batched backward (stabkit.seqgrad) against torch.func, and the engine's fast paths."""
+"""The hand-written batched backward (stabkit.engine.seqgrad) against torch.func, and the engine's fast paths."""
 import pytest
 import torch
 from torch import nn
 
-import stabkit.engine
+import stabkit.engine.paired
 from stabkit import RunConfig, TaskOptions
-from stabkit.experiment import PairedRun
-from stabkit.flatmodel import FlatModel
-from stabkit.nets.convnets import conv_pool_net, vgg11
-from stabkit.seqgrad import MaxPool2d, ReLU, compile_seq
-from stabkit.threads import threads_for
+from stabkit.run.experiment import PairedRun
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.models.convnets import conv_pool_net, vgg11
+from stabkit.engine.seqgrad import MaxPool2d, ReLU, compile_seq
+from stabkit.engine.threads import threads_for
 
 MODELS = {  # name -> (kind, module factory, input shape)
     "mlp": ("classification", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.ReLU(), nn.Linear(7, 5)),
@@ -90,7 +90,7 @@ def _final_state(pairs=2, rounds=3):
 
 def test_prefetched_minibatches_equal_per_step_gathers(monkeypatch):
     prefetched = _final_state()
-    monkeypatch.setattr(stabkit.engine, "PREFETCH_BYTES", 0)
+    monkeypatch.setattr(stabkit.engine.paired, "PREFETCH_BYTES", 0)
     assert torch.equal(prefetched, _final_state())
 
 
@@ -104,7 +104,7 @@ def test_threads_for_is_scoped():
 
 
 def test_the_papers_conv_nets_take_the_fast_path_and_resnet_does_not():
-    from stabkit.nets.resnet import ResNet18GN
+    from stabkit.models.resnet import ResNet18GN
     for module in (conv_pool_net((3, 32, 32), 10, (64, 64), (384, 192)), vgg11(3, 10)):
         assert compile_seq(module, "classification") is not None
     assert compile_seq(ResNet18GN(3, 10), "classification") is None
@@ -112,7 +112,7 @@ def test_the_papers_conv_nets_take_the_fast_path_and_resnet_does_not():
 
 @pytest.mark.parametrize("name", ["mlp", "lenet5"])
 def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
-    import stabkit.flatmodel
+    import stabkit.engine.flatmodel
     kind, make, shape = MODELS[name]
     torch.manual_seed(0)
     m = FlatModel(make(), kind, torch.float64, torch.device("cpu"))
@@ -121,7 +121,7 @@ def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
                                                                                                   dtype=torch.float64)
     whole = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
     assert len(m._chunks(x, 3)) == 1
-    monkeypatch.setattr(stabkit.flatmodel, "EVAL_BYTES", 7 * 3 * m._activation_bytes)  # 7 samples a chunk
+    monkeypatch.setattr(stabkit.engine.flatmodel, "EVAL_BYTES", 7 * 3 * m._activation_bytes)  # 7 samples a chunk
     assert len(m._chunks(x, 3)) == 8
     chunked = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
     for a, b in zip(chunked, whole):
@@ -132,7 +132,7 @@ def test_allocator_policy_applies_once_on_linux():
     import os
     import sys
 
-    from stabkit.alloc import keep_freed_memory
+    from stabkit.engine.alloc import keep_freed_memory
     _final_state(pairs=1, rounds=1)  # the engine applies it
     assert keep_freed_memory() is (sys.platform.startswith("linux") and not any(
         k.startswith("MALLOC_") for k in os.environ))
@@ -142,9 +142,9 @@ def test_runs_above_the_one_thread_threshold_are_deterministic(tmp_path):
     """Ops of >= SMALL_OP_FLOPS run on torch's threads; the same seed must still give identical metrics."""
     import numpy as np
 
-    from stabkit.experiment import run_pair
-    from stabkit.runstore import load_run
-    from stabkit.threads import SMALL_OP_FLOPS
+    from stabkit.run.experiment import run_pair
+    from stabkit.run.runstore import load_run
+    from stabkit.engine.threads import SMALL_OP_FLOPS
     cfg = RunConfig(model="cnn", rounds=4, constants=False, device="cpu")
     assert PairedRun(cfg).engine.step_flops >= SMALL_OP_FLOPS
     a = load_run(run_pair(cfg, out=tmp_path / "a")["out"]).select_dtypes("number").to_numpy()

@@ -70,7 +70,7 @@ def test_reductions_to_fedavg_are_bitwise(algo, hp):
     """FedProx with lambda=0 and FedSAGD with beta_local=lambda=mu=0 are FedAvg, bit for bit, on a real
     paired run (digits MLP, minibatches, client perturbation, weight decay)."""
     from stabkit import RunConfig
-    from stabkit.experiment import PairedRun
+    from stabkit.run.experiment import PairedRun
 
     common = dict(rounds=6, pairs=2, weight_decay=1e-3, eval_every=3)
     ref = PairedRun(RunConfig(algo="fedavg", **common))

@@ -19,8 +19,8 @@ JOB_THREADS = 1
 
 def execute_job(config: dict) -> dict:
     """Run one paired run; return ``{"files", "summary", "error", "wall_s"}`` (error None if completed)."""
-    from stabkit.config import RunConfig
-    from stabkit.experiment import run_pair
+    from stabkit.run.config import RunConfig
+    from stabkit.run.experiment import run_pair
 
     threads = torch.get_num_threads()
     torch.set_num_threads(JOB_THREADS)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from stabkit.errors import ConfigError
-from stabkit.runstore import atomic_write_json
+from stabkit.run.runstore import atomic_write_json
 from stabkit.sweep.spec import SweepSpec
 
 MANIFEST = "manifest.json"

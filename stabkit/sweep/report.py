@@ -26,10 +26,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from stabkit.analysis import analyze  # noqa: E402
+from stabkit.analysis.run_analysis import analyze  # noqa: E402
 from stabkit.errors import require  # noqa: E402
-from stabkit.plots import STYLE, _colors, _save  # noqa: E402
-from stabkit.runstore import atomic_write_csv, load_run  # noqa: E402
+from stabkit.analysis.plots import STYLE, _colors, _save  # noqa: E402
+from stabkit.run.runstore import atomic_write_csv, load_run  # noqa: E402
 from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
 from stabkit.sweep.manifest import read_manifest  # noqa: E402
 

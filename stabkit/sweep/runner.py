@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from stabkit.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
+from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
 from stabkit.sweep.manifest import Manifest
 from stabkit.sweep.spec import SweepSpec
 

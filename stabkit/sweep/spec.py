@@ -25,7 +25,7 @@ from pathlib import Path
 
 
 from stabkit.algorithms import build_algorithm
-from stabkit.config import RunConfig, read_mapping
+from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.options import TaskOptions
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from stabkit.errors import require
-from stabkit.partition import split_off
+from stabkit.tasks.partition import split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, malformed
 from stabkit.tasks.options import TaskOptions

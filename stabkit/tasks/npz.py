@@ -20,7 +20,7 @@ import zipfile
 import numpy as np
 
 from stabkit.errors import ConfigError, require
-from stabkit.partition import split_off
+from stabkit.tasks.partition import split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.options import TaskOptions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stabkit.errors import require
-from stabkit.partition import SCHEMES
+from stabkit.tasks.partition import SCHEMES
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.partition import partition, split_off
+from stabkit.tasks.partition import partition, split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.options import TaskOptions
 

@@ -1,4 +1,4 @@
-"""Coupled client sampling and minibatch positions (counter-based, see ``stabkit.rng``).
+"""Coupled client sampling and minibatch positions (counter-based, see ``stabkit.engine.rng``).
 
 Both trajectories of pair r use the keys ``(seed, pair r, round t, ...)``: the same client sample S_t,
 and the same minibatch *positions* per (round, slot, epoch). Positions are an epoch-wise shuffle: the
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from stabkit import rng
+from stabkit.engine import rng
 
 
 def sample_clients(seed: int, t: int, pairs: int, num_clients: int, s: int) -> np.ndarray:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from stabkit.data import FederatedData
-from stabkit.evalsubset import keep_of, keep_per_owner
-from stabkit.flatmodel import FlatModel
-from stabkit.perturbation import Neighbours
-from stabkit.threads import threads_for
+from stabkit.engine.data import FederatedData
+from stabkit.engine.evalsubset import keep_of, keep_per_owner
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.perturbation import Neighbours
+from stabkit.engine.threads import threads_for
 
 TRAJ = ("a", "b")
 
@@ -41,7 +41,7 @@ class Evaluator:
 
     def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours, fraction: float = 1.0,
                  seed: int = 0):
-        """``fraction`` < 1: every metric on a fixed subset of the data (``stabkit.evalsubset``)."""
+        """``fraction`` < 1: every metric on a fixed subset of the data (``stabkit.engine.evalsubset``)."""
         self.model, self.data, self.nb = model, data, nb
         dev = data.flat_x.device
         R, _, M = nb.cmap.shape

@@ -2,7 +2,7 @@
 
 Rows ``0..M-1`` are the training population, ``M..M+H-1`` the held-out clients, and further rows are
 neighbour clients built by a perturbation (e.g. client i with one sample replaced). Trajectories map
-their logical clients to rows (``stabkit.perturbation``), so the two runs of a pair share one store.
+their logical clients to rows (``stabkit.engine.perturbation``), so the two runs of a pair share one store.
 Each row also has an ``origin`` (the task client it derives from) whose validation split it uses.
 """
 from __future__ import annotations

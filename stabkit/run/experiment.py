@@ -20,18 +20,18 @@ import torch
 from stabkit import __version__
 from stabkit.algorithms import build_algorithm
 from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.config import RunConfig
-from stabkit.constants import estimate_constants
-from stabkit.data import FederatedData
-from stabkit.engine import PairedEngine
+from stabkit.run.config import RunConfig
+from stabkit.run.constants import estimate_constants
+from stabkit.engine.data import FederatedData
+from stabkit.engine.paired import PairedEngine
 from stabkit.errors import ConfigError, require
-from stabkit.flatmodel import FlatModel
-from stabkit.init import initial_parameters
-from stabkit.metrics import TRAJ, Evaluator
-from stabkit.models import build_model
-from stabkit.perturbation import build_neighbours
-from stabkit.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
-from stabkit.summary import summarize
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.run.init import initial_parameters
+from stabkit.engine.evaluation import TRAJ, Evaluator
+from stabkit.models.registry import build_model
+from stabkit.engine.perturbation import build_neighbours
+from stabkit.run.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
+from stabkit.run.summary import summarize
 from stabkit.tasks import build_task
 from stabkit.tasks.base import Task
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from stabkit import rng
+from stabkit.engine import rng
 
-AUGMENTATIONS = ("none", "crop_flip")
 PAD = 4  # pixels of zero padding before the random crop (the standard CIFAR recipe)
 
 

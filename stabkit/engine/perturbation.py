@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stabkit import rng
+from stabkit.engine import rng
 from stabkit.tasks.base import Task
 
 

@@ -29,8 +29,8 @@ from typing import Optional
 
 import numpy as np
 
-from stabkit.bounds.base import Bound, Setting, iterate, register
-from stabkit.bounds.fedsagd_local import LOCAL_ALGOS, _local_params, full_hp, local_bound, wd_condition
+from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, _local_params, full_hp, local_bound, wd_condition
 
 SRC = "fedsagd.md §3.2"
 ETA_EXT = ("fedavg", "fedprox", "scaffold", "feddyn", "fedlnag", "mimelite", "fedacg", "fedanag", "fedsagd")

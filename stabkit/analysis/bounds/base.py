@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-# Canonical names of the constants a Setting may carry (estimators in stabkit.constants):
+# Canonical names of the constants a Setting may carry (estimators in stabkit.run.constants):
 CONSTANTS = {
     "theta_max": "max raw minibatch-gradient norm over both runs, all rounds, clients, steps (Θ_emp_max)",
     "theta_rms": "rms of the same (Θ_emp_rms)",

@@ -2,8 +2,8 @@
 
 Global models are ``x [R, 2, d]``; a round's clients are ``[R, 2, s, d]`` and their minibatch gradients
 come from one ``vmap(grad)`` call per local step over all ``R*2*s`` clients. Randomness is coupled
-(``stabkit.sampling``): both trajectories of a pair draw the same S_t and minibatch positions; only the
-data rows behind them differ (``stabkit.perturbation``). The engine owns the knobs every algorithm
+(``stabkit.engine.sampling``): both trajectories of a pair draw the same S_t and minibatch positions; only the
+data rows behind them differ (``stabkit.engine.perturbation``). The engine owns the knobs every algorithm
 shares — per-round lr decay, gradient clipping, weight decay, per-client state bookkeeping — so an
 algorithm file holds only its own update rules.
 """
@@ -15,14 +15,14 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext
-from stabkit.alloc import keep_freed_memory
-from stabkit.augment import crop_flip
-from stabkit.config import RunConfig
-from stabkit.data import FederatedData
-from stabkit.flatmodel import FlatModel
-from stabkit.perturbation import Neighbours, active_swap
-from stabkit.sampling import batch_positions, sample_clients
-from stabkit.threads import threads_for
+from stabkit.engine.alloc import keep_freed_memory
+from stabkit.engine.augment import crop_flip
+from stabkit.run.config import RunConfig
+from stabkit.engine.data import FederatedData
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.perturbation import Neighbours, active_swap
+from stabkit.engine.sampling import batch_positions, sample_clients
+from stabkit.engine.threads import threads_for
 
 
 @dataclass

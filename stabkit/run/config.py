@@ -15,14 +15,14 @@ from typing import Optional, Union
 
 import yaml
 
-from stabkit.algorithms.relaxed_init import AGGREGATIONS
-from stabkit.augment import AUGMENTATIONS
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.options import TaskOptions
 
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
+AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
+RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed_init
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 RUN_FACTS = ("versions", "device_used", "d", "n_min")
@@ -68,7 +68,7 @@ class RunConfig:
     eval_fraction: float = 1.0  # < 1: metrics on a fixed subset of each client's data and the test set
     local_rounds: tuple = (0,)
     constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
-    augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.augment)
+    augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.engine.augment)
 
     def __post_init__(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
@@ -88,8 +88,8 @@ class RunConfig:
                 "a non-negative number")
         require(_is_real(self.ri_beta) and math.isfinite(self.ri_beta), "ri_beta", self.ri_beta,
                 "a real number (0 = no relaxed initialisation)")
-        require(self.ri_aggregation in AGGREGATIONS, "ri_aggregation", self.ri_aggregation,
-                f"one of {', '.join(AGGREGATIONS)}")
+        require(self.ri_aggregation in RI_AGGREGATIONS, "ri_aggregation", self.ri_aggregation,
+                f"one of {', '.join(RI_AGGREGATIONS)}")
         require(self.clip is None or (_is_real(self.clip) and self.clip > 0), "clip", self.clip,
                 "a positive gradient-norm threshold (or none)")
         require(_is_real(self.eval_fraction) and 0 < self.eval_fraction <= 1, "eval_fraction",

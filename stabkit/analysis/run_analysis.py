@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from stabkit.algorithms import build_algorithm
-from stabkit.bounds import Bound, Setting, bounds_for
-from stabkit.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
+from stabkit.analysis.bounds import Bound, Setting, bounds_for
+from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
-from stabkit.fits import GrowthFit, fit_growth, fit_local, local_curves, tightness
-from stabkit.runstore import load_run
+from stabkit.analysis.fits import GrowthFit, fit_growth, fit_local, local_curves, tightness
+from stabkit.run.runstore import load_run
 
 
 def _per_round(df: pd.DataFrame, column: str, how: str = "mean") -> np.ndarray:

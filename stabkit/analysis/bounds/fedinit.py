@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
 
 SRC = "fedinit.md"
 

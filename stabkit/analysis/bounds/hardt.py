@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.bounds.base import Bound, Setting, register
+from stabkit.analysis.bounds.base import Bound, Setting, register
 
 SRC = "Hardt, Recht & Singer 2016"
 

@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import nnls
 from scipy.special import zeta
 
-from stabkit.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
 
 SRC = "libra.md"
 SERVER_SGD = ("fedavg",)

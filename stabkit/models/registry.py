@@ -4,7 +4,7 @@ No BatchNorm or dropout: the engine runs every model through ``torch.func.functi
 ``vmap`` over clients, which needs stateless, deterministic modules. Inputs arrive as
 ``[B, *task.input_shape]``; classifiers return ``[B, num_classes]`` logits, ``linear`` returns ``[B, 1]``.
 
-The papers' architectures (``stabkit.nets``): ``fedavg_cnn`` (FedSAGD Table 5; FedSWA's code calls the same
+The papers' architectures (``stabkit.models``): ``fedavg_cnn`` (FedSAGD Table 5; FedSWA's code calls the same
 net "LeNet-5"), ``lenet5`` (LeCun's, with ReLU and max-pool), ``vgg11`` (no BN), ``resnet18_gn``
 (GroupNorm(2)) and ``char_lstm`` (the Shakespeare LSTM, on integer token inputs).
 """
@@ -15,9 +15,9 @@ import math
 from torch import nn
 
 from stabkit.errors import require
-from stabkit.nets.convnets import conv_pool_net, vgg11
-from stabkit.nets.lstm import VOCAB, CharLSTM
-from stabkit.nets.resnet import ResNet18GN
+from stabkit.models.convnets import conv_pool_net, vgg11
+from stabkit.models.lstm import VOCAB, CharLSTM
+from stabkit.models.resnet import ResNet18GN
 from stabkit.tasks.base import Task
 
 MODELS = ("logistic", "mlp", "cnn", "linear", "fedavg_cnn", "lenet5", "vgg11", "resnet18_gn", "char_lstm")

@@ -12,9 +12,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from stabkit import rng
+from stabkit.engine import rng
 from stabkit.errors import ConfigError
-from stabkit.flatmodel import FlatModel
+from stabkit.engine.flatmodel import FlatModel
 
 
 def initial_parameters(init: str, seed: int, pairs: int, make_module: Callable, flat: FlatModel) -> torch.Tensor:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from stabkit.rng import permutation_keys
+from stabkit.engine.rng import permutation_keys
 
 
 def keep_per_owner(owner: np.ndarray, origin_of_owner: np.ndarray, fraction: float, seed: int,

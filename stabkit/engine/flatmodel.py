@@ -6,7 +6,7 @@ minibatch-loss gradients of many clients at once with ``vmap(grad(...))`` (no Py
 clients); ``evaluate`` gives per-sample losses, correctness and the gradient of a weighted full-data
 loss for several models on shared data. Sequential stacks of Conv2d/MaxPool2d/ReLU/Flatten/Linear
 (logistic, MLP, linear, the CNNs, LeNet-5, VGG-11) take a hand-written batched backward instead
-(``stabkit.seqgrad``): same numbers, a fraction of the overhead.
+(``stabkit.engine.seqgrad``): same numbers, a fraction of the overhead.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
-from stabkit.seqgrad import compile_seq
+from stabkit.engine.seqgrad import compile_seq
 
 EVAL_BYTES = 512 << 20  # activation memory one evaluation chunk may take (all models together)
 

@@ -9,7 +9,7 @@ models: linear layers are batched ``matmul``s; convolutions keep every model's c
 shared by all models, one convolution with all models' filters stacked), whose weight and input
 gradients come from one ``convolution_backward`` call; pooling and ReLU need no per-model weights and run
 on the whole batch. Same numbers as ``torch.func`` up to floating-point rounding (tests). :func:`compile_seq`
-returns ``None`` for any other architecture, and :class:`~stabkit.flatmodel.FlatModel` keeps the generic path.
+returns ``None`` for any other architecture, and :class:`~stabkit.engine.flatmodel.FlatModel` keeps the generic path.
 
 Shapes: parameters ``theta [P, d]`` (flat, in ``named_parameters`` order); inputs either per model
 ``x [P, B, ...]`` or shared ``x [N, ...]`` (broadcast over the P models, as in evaluation).
@@ -237,7 +237,7 @@ class SeqGrad:
 
 def compile_seq(module: nn.Module, kind: str) -> Optional[SeqGrad]:
     """A :class:`SeqGrad` for ``module`` if it is a ``Sequential`` of supported layers that starts with a
-    Flatten or a Conv2d (every model of :mod:`stabkit.models` but ``resnet18_gn`` and ``char_lstm``), else
+    Flatten or a Conv2d (every model of :mod:`stabkit.models.registry` but ``resnet18_gn`` and ``char_lstm``), else
     ``None``."""
     if not isinstance(module, nn.Sequential) or len(module) == 0:
         return None
