@@ -1,0 +1,84 @@
+"""Global models of a run saved as plain state dicts, one file per pair and trajectory.
+
+Layout: ``RUN/models/round_<T>/pair<r>_<a|b>.pt`` (``a`` the run on the original data, ``b`` its
+neighbour), each a ``torch.save``-d ``{parameter name: tensor}`` that loads into the task's module::
+
+    module = stabkit.models.registry.build_model(name, task)
+    module.load_state_dict(torch.load("RUN/models/round_100/pair0_a.pt"))
+
+and that ``--init`` accepts. Files are written atomically (temporary file + rename), so a killed run never
+leaves a half-written model behind.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+
+from stabkit.errors import ConfigError
+
+TRAJECTORIES = ("a", "b")
+_ROUND_DIR = re.compile(r"round_(\d+)$")
+
+
+def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
+    """Where the model of ``pair``'s trajectory ``traj`` after round ``t`` is saved."""
+    return Path(run_dir) / "models" / f"round_{t}" / f"pair{pair}_{traj}.pt"
+
+
+def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> None:
+    """Save ``x [R, 2, d]`` (flat parameters of both trajectories of every pair) as state dicts keyed by
+    the module's parameter ``names`` with their ``shapes`` (``FlatModel.names`` / ``FlatModel.shapes``)."""
+    numels = [int(torch.Size(s).numel()) for s in shapes]
+    R = x.shape[0]
+    for r in range(R):
+        for j, traj in enumerate(TRAJECTORIES):
+            parts = torch.split(x[r, j].detach().cpu(), numels)
+            state = {n: p.reshape(s).clone() for n, p, s in zip(names, parts, shapes)}
+            _atomic_save(model_path(run_dir, t, r, traj), state)
+
+
+def saved_rounds(run_dir) -> list:
+    """Rounds whose models were saved, ascending."""
+    root = Path(run_dir) / "models"
+    if not root.is_dir():
+        return []
+    found = (_ROUND_DIR.match(p.name) for p in root.iterdir() if p.is_dir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def load_models(run_dir, t: int) -> list:
+    """``[[state_a, state_b], ...]`` (one entry per pair) saved after round ``t``; a round that was not
+    saved is a :class:`ConfigError` naming the rounds that were."""
+    rounds = saved_rounds(run_dir)
+    if t not in rounds:
+        have = ", ".join(map(str, rounds)) if rounds else "none (run with --save-models)"
+        raise ConfigError(f"invalid round={t}: no models saved for it in {str(run_dir)!r}; saved rounds: {have}")
+    pairs = []
+    while model_path(run_dir, t, len(pairs), "a").is_file():
+        r = len(pairs)
+        pairs.append([torch.load(model_path(run_dir, t, r, traj), map_location="cpu") for traj in TRAJECTORIES])
+    return pairs
+
+
+def load_flat(run_dir, t: int) -> torch.Tensor:
+    """The saved models of round ``t`` as flat parameters ``[R, 2, d]`` (parameter order as saved)."""
+    pairs = load_models(run_dir, t)
+    return torch.stack([torch.stack([torch.cat([v.reshape(-1) for v in sd.values()]) for sd in pair])
+                        for pair in pairs])
+
+
+def _atomic_save(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
