@@ -20,6 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from stabkit.engine.data import FederatedData
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.run.config import RunConfig
+
 POWER_ITERATIONS = 50
 POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)
 
@@ -42,10 +46,12 @@ def _power_iteration(model, theta, x, y, w, iters: int, seed: int) -> float:
     return norm
 
 
-def estimate_constants(run, snapshots: list, df: pd.DataFrame, max_clients: int = 20) -> dict:
-    """Constants from ``run`` (a PairedRun), ``snapshots`` (flat parameter vectors of trajectory A of pair 0)
-    and the logged metrics ``df``."""
-    cfg, model, data = run.cfg, run.model, run.data
+def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, weights: torch.Tensor,
+                       snapshots: list, df: pd.DataFrame, max_clients: int = 20) -> dict:
+    """Constants of the run ``cfg`` (its batch size, weight decay and seed are used) from its ``model`` and
+    ``data``, the per-sample ``weights [N]`` over all flat training samples with which sum_n w_n loss_n = f
+    (trajectory A of pair 0: ``Evaluator.population_weights(0)``), ``snapshots`` (flat parameter vectors of
+    that trajectory) and the logged metrics ``df``."""
     out = {}
     out["theta_max"] = float(np.nanmax(df["theta_max"])) if "theta_max" in df else None
     out["theta_rms"] = float(np.sqrt(np.nanmean(df["theta_rms"] ** 2))) if "theta_rms" in df else None
@@ -59,7 +65,6 @@ def estimate_constants(run, snapshots: list, df: pd.DataFrame, max_clients: int 
     ok = excess > 1e-8 * max(1.0, abs(f.min()))
     out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
 
-    weights = run.evaluator.population_weights(0)  # trajectory A of pair 0, all its data: f = mean_i F_i
     keep = weights > 0
     x_all, y_all, w_all = data.flat_x[keep], data.flat_y[keep], weights[keep]
     owners = data.flat_owner[keep]

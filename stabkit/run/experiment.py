@@ -143,7 +143,9 @@ class PairedRun:
         elapsed = time.perf_counter() - start
         df = self._flush(out)
         if cfg.constants:
-            atomic_write_json(out / "constants.json", estimate_constants(self, snapshots, df))
+            weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
+            atomic_write_json(out / "constants.json",
+                              estimate_constants(cfg, self.model, self.data, weights, snapshots, df))
         summary = summarize(df, status=status, diverged_round=diverged_round, wall_s=elapsed,
                             rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
         atomic_write_json(out / "summary.json", summary)
