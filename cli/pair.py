@@ -8,93 +8,47 @@ on the command line.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 
 import click
 
-from stabkit.run.config import CLIENT_MODE_HELP, RunConfig, read_mapping
+from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun, default_out_dir
 from stabkit.run.presets import preset_values
 from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
-_RUN_DEFAULTS = RunConfig()
-_TASK_DEFAULTS = TaskOptions()
 
-# (config key, click type, help). Defaults are read from the dataclasses.
-OPTIONS = [
-    ("algo", str, "algorithm (see `stabkit algos`)"),
-    ("perturb", str, "what differs between the runs: client, sample (one training sample replaced by a fresh "
-                     "draw from its client's distribution) or none (null pair)"),
-    ("client_mode", str, CLIENT_MODE_HELP),
-    ("task", str, "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), quadratic "
-                  "(least squares with known L, μ, σ_g), npz (your own file, --npz-path), or a paper data set "
-                  "from --data-dir: cifar10, cifar100, mnist, fashion_mnist, emnist_l, shakespeare, tinyimagenet"),
-    ("model", str, "see `stabkit models` (default: the task's)"),
-    ("hidden", int, "hidden width of the MLP"),
-    ("pairs", int, "independent replicate pairs R (different perturbed clients/samples and seeds)"),
-    ("rounds", int, "communication rounds T"),
-    ("participation", float, "fraction of clients sampled per round, in (0, 1]"),
-    ("clients_per_round", int, "clients sampled per round s (overrides --participation)"),
-    ("local_steps", int, "local steps K per round"),
-    ("batch_size", str, "minibatch size, or 'full' for full-batch gradients"),
-    ("lr", float, "client learning rate η_l"),
-    ("global_lr", float, "server learning rate η"),
-    ("lr_decay", float, "per-round multiplicative decay of η_l, in (0, 1]"),
-    ("weight_decay", float, "weight decay added to every local gradient"),
-    ("clip", float, "clip each minibatch gradient to this norm (default: no clipping)"),
-    ("ri_beta", float, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
-                       "x_t + β(x_t − their last local model); 0 = off"),
-    ("ri_aggregation", str, "with RI: model_avg (FedInit paper) or delta_from_init (reference code)"),
-    ("augment", str, "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from the coupled "
-                      "streams so both runs augment alike; image tasks, minibatches only)"),
-    ("dtype", str, "float32 or float64"),
-    ("device", str, "auto, cpu or cuda[:N]"),
-    ("init", str, "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both runs start from"),
-    ("seed", int, "seed of all coupled random streams (init, sampling, minibatches, perturbation)"),
-    ("eval_every", int, "evaluate losses/accuracies every this many rounds (discrepancy is logged every round)"),
-    ("eval_fraction", float, "compute the per-round metrics on this fixed fraction of every client's data and "
-                             "of the test set (the same samples for both runs and every round); 1 = all"),
-    ("local_rounds", str, "comma-separated rounds at which local discrepancy per local step is logged"),
-]
-TASK_OPTIONS = [
-    ("clients", int, "training clients M"),
-    ("heldout_clients", int, "held-out clients (half replace clients, half estimate the unseen-client risk)"),
-    ("partition", str, "iid, dirichlet or shards (digits, npz-free tasks with pooled data)"),
-    ("dirichlet_alpha", float, "Dirichlet label-skew concentration α > 0"),
-    ("shards_per_client", int, "shards per client for --partition shards"),
-    ("val_fraction", float, "fraction of each client's samples held out for its validation split"),
-    ("data_seed", int, "seed of the data generation and partition"),
-    ("synthetic_alpha", float, "Synthetic(α, β): variance of the model heterogeneity"),
-    ("synthetic_beta", float, "Synthetic(α, β): variance of the feature heterogeneity"),
-    ("dim", int, "synthetic feature dimension"),
-    ("classes", int, "synthetic number of classes"),
-    ("samples_per_client", int, "synthetic/quadratic training samples per client"),
-    ("quad_dim", int, "quadratic dimension"),
-    ("quad_condition", float, "quadratic condition number L/μ"),
-    ("quad_heterogeneity", float, "quadratic spread of client optima"),
-    ("quad_noise", float, "quadratic target noise"),
-    ("npz_path", str, "npz file with arrays x, y, client (optional x_test, y_test)"),
-    ("data_dir", str, "directory with a paper data set's published files (cifar10, cifar100, mnist, "
-                      "fashion_mnist, emnist_l, shakespeare, tinyimagenet; README 'Data sets')"),
-]
+def _click_type(hint):
+    """The click type of a config field: Optional[X] -> X; int-or-'full' and comma-separated lists -> str."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) == 1:
+        return args[0]
+    return str if args or hint is tuple else hint
 
 
-def _default(key):
-    if key == "data_seed":
-        return _TASK_DEFAULTS.seed
-    if any(f.name == key for f in dataclasses.fields(TaskOptions)):
-        return getattr(_TASK_DEFAULTS, key)
-    value = getattr(_RUN_DEFAULTS, key)
-    return ",".join(map(str, value)) if key == "local_rounds" else value
+def _fields():
+    """``(config key, field, type hint)`` of every option: RunConfig's, then TaskOptions' (given flat)."""
+    for cls in (RunConfig, TaskOptions):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if "help" in f.metadata:
+                yield f.metadata["cli_name"] or f.name, f, hints[f.name]
 
 
 def _options(f):
-    for key, typ, text in reversed(OPTIONS + TASK_OPTIONS):
-        default = _default(key)
-        f = click.option(f"--{key.replace('_', '-')}", key, type=typ, default=default,
-                         show_default=default is not None, help=text)(f)
+    """One click option per documented config field; defaults and help texts come from the dataclasses."""
+    for key, field, hint in reversed(list(_fields())):
+        name, text, default = key.replace("_", "-"), field.metadata["help"], field.default
+        if hint is bool:  # an on/off flag, e.g. --constants/--no-constants
+            decls, kw = [f"--{name}/--no-{name}"], {"help": f"{text}  [default: {'on' if default else 'off'}]"}
+        else:
+            decls, kw = [f"--{name}"], {"type": _click_type(hint), "show_default": default is not None, "help": text}
+        if isinstance(default, tuple):
+            default = ",".join(map(str, default))
+        f = click.option(*decls, key, default=default, **kw)(f)
     return f
 
 
@@ -155,13 +109,9 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
               help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-@click.option("--constants/--no-constants", "constants", default=None,
-              help="estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run [default: on]")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, quiet, constants, **params):
+def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
-    if constants is not None:
-        params["constants"] = constants
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     cfg = build_config(params, explicit, config_path, hp_items, preset)
     run = PairedRun(cfg)

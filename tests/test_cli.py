@@ -153,3 +153,19 @@ def test_pair_default_run_prints_summary(tmp_path, capsys):
     assert "final ||x_T - x'_T|| (round 3)" in out and "written to" in out and "rounds/s" in out
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["status"] == "completed" and s["final_disc"]["mean"] > 0
+
+
+def test_pair_help_comes_from_the_config_field_metadata(capsys):
+    import dataclasses
+
+    from stabkit import RunConfig, TaskOptions
+    helps = {f.metadata.get("cli_name") or f.name: f.metadata["help"]
+             for cls in (RunConfig, TaskOptions) for f in dataclasses.fields(cls) if "help" in f.metadata}
+    text = " ".join(ok_cli(["pair", "--help"], capsys).split())  # click wraps the lines
+    for key in ("lr", "client_mode", "batch_size", "data_seed", "quad_condition", "constants"):
+        assert f"--{key.replace('_', '-')} " in text and " ".join(helps[key].split()) in text, key
+    assert "--lr FLOAT client learning rate η_l [default: 0.05]" in text
+    assert "--constants / --no-constants estimate the bounds' constants" in text and "[default: on]" in text
+    # every documented field is an option
+    for key in helps:
+        assert f"--{key.replace('_', '-')} " in text, key

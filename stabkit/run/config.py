@@ -16,7 +16,7 @@ from typing import Optional, Union
 import yaml
 
 from stabkit.errors import ConfigError, require
-from stabkit.tasks.options import TaskOptions
+from stabkit.tasks.options import TaskOptions, option
 
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
@@ -39,36 +39,49 @@ CLIENT_MODE_HELP = (
 class RunConfig:
     """One paired experiment: algorithm, task, federation, optimisation and perturbation settings."""
 
-    algo: str = "fedavg"
-    hp: dict = field(default_factory=dict)
-    task: str = "digits"
+    algo: str = option("fedavg", "algorithm (see `stabkit algos`)")
+    hp: dict = field(default_factory=dict)  # algorithm hyperparameters as given (--hp NAME=VALUE)
+    task: str = option("digits", "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), "
+                       "quadratic (least squares with known L, μ, σ_g), npz (your own file, --npz-path), or a "
+                       "paper data set from --data-dir: cifar10, cifar100, mnist, fashion_mnist, emnist_l, "
+                       "shakespeare, tinyimagenet")
     task_options: TaskOptions = field(default_factory=TaskOptions)
-    model: Optional[str] = None  # None: the task's default model
-    hidden: int = 64
-    perturb: str = "client"
-    client_mode: str = "active"
-    pairs: int = 8
-    rounds: int = 100
-    participation: float = 0.25
-    clients_per_round: Optional[int] = None  # overrides participation when given
-    local_steps: int = 10
-    batch_size: Union[int, str] = 16  # or "full"
-    lr: float = 0.05
-    global_lr: float = 1.0
-    lr_decay: float = 1.0
-    weight_decay: float = 0.0
-    clip: Optional[float] = None
-    ri_beta: float = 0.0  # relaxed initialisation (FedInit's RI) around any algorithm; 0 = off
-    ri_aggregation: str = "model_avg"
-    dtype: str = "float32"
-    device: str = "auto"
-    init: str = "default"
-    seed: int = 0
-    eval_every: int = 1
-    eval_fraction: float = 1.0  # < 1: metrics on a fixed subset of each client's data and the test set
-    local_rounds: tuple = (0,)
-    constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
-    augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.engine.augment)
+    model: Optional[str] = option(None, "see `stabkit models` (default: the task's)")
+    hidden: int = option(64, "hidden width of the MLP")
+    perturb: str = option("client", "what differs between the runs: client, sample (one training sample "
+                          "replaced by a fresh draw from its client's distribution) or none (null pair)")
+    client_mode: str = option("active", CLIENT_MODE_HELP)
+    pairs: int = option(8, "independent replicate pairs R (different perturbed clients/samples and seeds)")
+    rounds: int = option(100, "communication rounds T")
+    participation: float = option(0.25, "fraction of clients sampled per round, in (0, 1]")
+    clients_per_round: Optional[int] = option(None, "clients sampled per round s (overrides --participation)")
+    local_steps: int = option(10, "local steps K per round")
+    batch_size: Union[int, str] = option(16, "minibatch size, or 'full' for full-batch gradients")
+    lr: float = option(0.05, "client learning rate η_l")
+    global_lr: float = option(1.0, "server learning rate η")
+    lr_decay: float = option(1.0, "per-round multiplicative decay of η_l, in (0, 1]")
+    weight_decay: float = option(0.0, "weight decay added to every local gradient")
+    clip: Optional[float] = option(None, "clip each minibatch gradient to this norm (default: no clipping)")
+    ri_beta: float = option(0.0, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
+                            "x_t + β(x_t − their last local model); 0 = off")
+    ri_aggregation: str = option("model_avg", "with RI: model_avg (FedInit paper) or delta_from_init "
+                                 "(reference code)")
+    dtype: str = option("float32", "float32 or float64")
+    device: str = option("auto", "auto, cpu or cuda[:N]")
+    init: str = option("default", "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both "
+                       "runs start from")
+    seed: int = option(0, "seed of all coupled random streams (init, sampling, minibatches, perturbation)")
+    eval_every: int = option(1, "evaluate losses/accuracies every this many rounds (discrepancy is logged "
+                             "every round)")
+    eval_fraction: float = option(1.0, "compute the per-round metrics on this fixed fraction of every client's "
+                                  "data and of the test set (the same samples for both runs and every round); "
+                                  "1 = all")
+    local_rounds: tuple = option((0,), "comma-separated rounds at which local discrepancy per local step is "
+                                 "logged")
+    constants: bool = option(True, "estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run "
+                             "(constants.json)")
+    augment: str = option("none", "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from "
+                          "the coupled streams so both runs augment alike; image tasks, minibatches only)")
 
     def __post_init__(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")

@@ -1,10 +1,16 @@
-"""TaskOptions: every knob a task builder reads, validated once when the options are made."""
+"""TaskOptions: every knob a task builder reads (each with its `stabkit pair` help text), validated once when made."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stabkit.errors import require
 from stabkit.tasks.partition import SCHEMES
+
+
+def option(default, help: str, cli_name: str | None = None):
+    """A configuration field that is also a ``stabkit pair`` option: its default and its ``--help`` text (the
+    CLI generates the option from this metadata; ``cli_name`` when the option is named differently)."""
+    return field(default=default, metadata={"help": help, "cli_name": cli_name})
 
 
 @dataclass(frozen=True)
@@ -16,28 +22,31 @@ class TaskOptions:
     equal options give identical arrays.
     """
 
-    clients: int = 20
-    heldout_clients: int = 6
-    partition: str = "dirichlet"
-    dirichlet_alpha: float = 0.3
-    shards_per_client: int = 2
-    val_fraction: float = 0.2
-    seed: int = 0
+    clients: int = option(20, "training clients M")
+    heldout_clients: int = option(6, "held-out clients (half replace clients, half estimate the unseen-client "
+                                     "risk)")
+    partition: str = option("dirichlet", "iid, dirichlet or shards (digits, npz-free tasks with pooled data)")
+    dirichlet_alpha: float = option(0.3, "Dirichlet label-skew concentration α > 0")
+    shards_per_client: int = option(2, "shards per client for --partition shards")
+    val_fraction: float = option(0.2, "fraction of each client's samples held out for its validation split")
+    seed: int = option(0, "seed of the data generation and partition", cli_name="data_seed")
     # synthetic (FedProx Synthetic(alpha, beta))
-    synthetic_alpha: float = 1.0
-    synthetic_beta: float = 1.0
-    dim: int = 60
-    classes: int = 10
-    samples_per_client: int = 100
+    synthetic_alpha: float = option(1.0, "Synthetic(α, β): variance of the model heterogeneity")
+    synthetic_beta: float = option(1.0, "Synthetic(α, β): variance of the feature heterogeneity")
+    dim: int = option(60, "synthetic feature dimension")
+    classes: int = option(10, "synthetic number of classes")
+    samples_per_client: int = option(100, "synthetic/quadratic training samples per client")
     # quadratic
-    quad_dim: int = 10
-    quad_condition: float = 10.0
-    quad_heterogeneity: float = 1.0
-    quad_noise: float = 0.5
+    quad_dim: int = option(10, "quadratic dimension")
+    quad_condition: float = option(10.0, "quadratic condition number L/μ")
+    quad_heterogeneity: float = option(1.0, "quadratic spread of client optima")
+    quad_noise: float = option(0.5, "quadratic target noise")
     # npz
-    npz_path: str | None = None
+    npz_path: str | None = option(None, "npz file with arrays x, y, client (optional x_test, y_test)")
     # the papers' data sets read from their published files (cifar10, cifar100, mnist, ...)
-    data_dir: str | None = None
+    data_dir: str | None = option(None, "directory with a paper data set's published files (cifar10, cifar100, "
+                                        "mnist, fashion_mnist, emnist_l, shakespeare, tinyimagenet; README "
+                                        "'Data sets')")
 
     def __post_init__(self) -> None:
         require(self.clients >= 1, "clients", self.clients, "an integer >= 1")
