@@ -1,9 +1,11 @@
 """Registry of FL algorithms, discovered from the modules of this package.
 
 Every module defines its algorithm as an :class:`Algorithm` subclass with a ``name``; ``ALGORITHMS``
-maps names to classes (FedAvg first, then alphabetical) and ``build_algorithm`` validates a name and
-its hyperparameters.
+maps names to classes (FedAvg first, then alphabetical), ``build_algorithm`` validates a name and
+its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
+``hp_resolved``, which is what the bounds read).
 """
+import dataclasses
 import importlib
 import pkgutil
 
@@ -32,4 +34,9 @@ def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:
     return ALGORITHMS[name].from_hp(hp or {})
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "HParams", "RoundContext", "build_algorithm"]
+def resolve_hp(name: str, hp: dict | None = None) -> dict:
+    """The algorithm's full hyperparameters: ``hp`` validated, with its declared defaults filled in."""
+    return dataclasses.asdict(build_algorithm(name, hp).p)
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "HParams", "RoundContext", "build_algorithm", "resolve_hp"]

@@ -9,7 +9,6 @@ with its minimum round T* and fitting regime, next to the round where the measur
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from stabkit.algorithms import build_algorithm
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
 from stabkit.analysis.fits import GrowthFit, fit_growth, fit_local, local_curves, tightness
+from stabkit.run.config import RunConfig
 from stabkit.run.runstore import load_run
 
 
@@ -41,15 +40,14 @@ def _both(df, name, how="mean"):
 
 
 def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
-    """The bound evaluator's view of a run: schedule, hyperparameters, constants, mean-over-pairs curves."""
-    cfg = df.attrs["config"]
+    """The bound evaluator's view of a run: schedule, hyperparameters, constants, mean-over-pairs curves.
+
+    The hyperparameters are the run's resolved ones (``config.json``'s ``hp_resolved``: every default filled
+    in), so the bounds use exactly the values the run used."""
+    recorded = df.attrs["config"]
+    cfg = RunConfig.from_dict(recorded)
     T = int(df["round"].max())
-    algo = build_algorithm(cfg["algo"], cfg["hp"])
-    hp = dataclasses.asdict(algo.p)
-    opts = cfg["task_options"]
-    M = opts["clients"]
-    s = cfg["clients_per_round"] or max(1, int(round(cfg["participation"] * M)))
-    n = int(cfg.get("n_min") or 1)
+    n = int(recorded.get("n_min") or 1)
     measured = {"disc": _per_round(df, "disc"), "disc_sq": _per_round(df, "disc_sq"),
                 "grad_norm_sq": _both(df, "grad_norm_sq"), "train_loss": _both(df, "train_loss"),
                 "test_loss": _both(df, "test_loss"), "gap": _both(df, "gap")}
@@ -59,10 +57,10 @@ def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
         if col.startswith("norm_") and col.endswith("_a"):
             name = col[len("norm_"):-2]
             measured[f"state_norm_sum/{name}"] = _per_round(df, f"norm_{name}_a") + _per_round(df, f"norm_{name}_b")
-    return Setting(algo=cfg["algo"], hp=hp, K=cfg["local_steps"], T=T, s=s, M=M, n=n,
-                   b=n if cfg["batch_size"] == "full" else int(cfg["batch_size"]),
-                   lr=cfg["lr"] * cfg["lr_decay"] ** np.arange(T), global_lr=cfg["global_lr"],
-                   weight_decay=cfg["weight_decay"], constants=dict(constants), measured=measured)
+    return Setting(algo=cfg.algo, hp=dict(recorded["hp_resolved"]), K=cfg.local_steps, T=T, s=cfg.sampled_clients,
+                   M=cfg.task_options.clients, n=n, b=n if cfg.batch_size == "full" else int(cfg.batch_size),
+                   lr=cfg.client_lr(np.arange(T)), global_lr=cfg.global_lr, weight_decay=cfg.weight_decay,
+                   constants=dict(constants), measured=measured)
 
 
 @dataclass
@@ -178,6 +176,10 @@ def analyze(path, bootstrap: int = 200) -> Analysis:
     df = load_run(path)
     if "config" not in df.attrs:
         raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
+    if "hp_resolved" not in df.attrs["config"]:
+        raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
+                          f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
+                          f"{path / 'config.json'} --out NEW_DIR`")
     cfile = path / "constants.json"
     constants = json.loads(cfile.read_text()) if cfile.is_file() else {}
     df = df[np.isfinite(df["disc"])]

@@ -155,7 +155,7 @@ class PairedEngine:
         ctx = RoundContext(
             t=t, x=self.x, x0=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
             client={n: v[at_rows] for n, v in self.client_state.items()},
-            lr=cfg.lr * cfg.lr_decay ** t, global_lr=cfg.global_lr, local_steps=cfg.local_steps,
+            lr=cfg.client_lr(t), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
             num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
         self.grad_evals = 0
         y = self.algo.client_start(ctx, ctx.x0.clone())

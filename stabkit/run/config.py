@@ -1,8 +1,10 @@
 """RunConfig: everything that defines one paired run, validated up front.
 
 The CLI, config files and the Python API all build a :class:`RunConfig`; ``config.json`` in a run
-directory is its ``to_dict()`` so a run can be re-created exactly. Validation happens here, before any
-output is written, and every bad value raises a one-line :class:`~stabkit.errors.ConfigError`.
+directory is its ``to_dict()`` (plus the run's facts, ``RUN_FACTS``) so a run can be re-created exactly.
+Each field's ``help`` metadata is its ``stabkit pair`` option text, and :meth:`RunConfig.client_lr` is the
+client lr schedule. Validation happens here, before any output is written, and every bad value raises a
+one-line :class:`~stabkit.errors.ConfigError`.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
 RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed_init
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
-RUN_FACTS = ("versions", "device_used", "d", "n_min")
+# ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read.
+RUN_FACTS = ("versions", "device_used", "d", "n_min", "hp_resolved")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
@@ -127,6 +130,11 @@ class RunConfig:
         if self.clients_per_round is not None:
             return self.clients_per_round
         return max(1, int(round(self.participation * self.task_options.clients)))
+
+    def client_lr(self, t):
+        """eta_l(t) = lr * lr_decay^t: the client learning rate of round t (0-based; also elementwise for an
+        array of rounds). The only place the schedule is computed: engine, metrics and bounds use it."""
+        return self.lr * self.lr_decay ** t
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from stabkit import __version__
-from stabkit.algorithms import build_algorithm
+from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.run.config import RunConfig
 from stabkit.run.constants import estimate_constants
@@ -88,7 +88,7 @@ class PairedRun:
         eng, R = self.engine, self.cfg.pairs
         disc = eng.discrepancy()
         cols = {"round": np.full(R, t), "pair": np.arange(R), "disc": disc, "disc_sq": disc ** 2,
-                "lr": np.full(R, self.cfg.lr * self.cfg.lr_decay ** max(t - 1, 0))}
+                "lr": np.full(R, self.cfg.client_lr(max(t - 1, 0)))}  # row t: the lr of round t - 1 (made x_t)
         if rec is not None:
             cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms,
                         grad_evals=np.full(R, rec.grad_evals))
@@ -113,8 +113,9 @@ class PairedRun:
         """Run all rounds, writing ``out``; return the summary."""
         cfg = self.cfg
         out = prepare_run_dir(out)
-        atomic_write_json(out / "config.json", {**cfg.to_dict(), "versions": versions(),
-                                                "device_used": str(self.device), "d": self.model.d,
+        atomic_write_json(out / "config.json", {**cfg.to_dict(), "hp_resolved": resolve_hp(cfg.algo, cfg.hp),
+                                                "versions": versions(), "device_used": str(self.device),
+                                                "d": self.model.d,
                                                 "n_min": int(self.data.n_np[: self.task.num_train_clients].min())})
         start = time.perf_counter()
         status, diverged_round, t = "completed", None, 0

@@ -40,12 +40,20 @@ MEASURED = {
 }
 
 
+def hp_value(hp: dict, algo: str, name: str):
+    """``hp[name]``: a hyperparameter a bound of ``algo`` needs; a missing one is a ValueError naming it (a run's
+    ``hp_resolved`` always has them all; plain-number callers pass them explicitly)."""
+    if name not in hp:
+        raise ValueError(f"the {algo} bound needs hyperparameter {name!r} (given: {', '.join(sorted(hp)) or 'none'})")
+    return hp[name]
+
+
 @dataclass
 class Setting:
     """What bounds need from a run: its configuration, estimated constants and measured curves."""
 
     algo: str
-    hp: dict  # the algorithm's full hyperparameters (defaults filled in)
+    hp: dict  # the algorithm's full hyperparameters by its own names (config.json's hp_resolved)
     K: int
     T: int
     s: int  # clients per round
@@ -57,6 +65,10 @@ class Setting:
     weight_decay: float = 0.0
     constants: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
+
+    def param(self, name: str):
+        """A hyperparameter of the run's algorithm by its own name (ValueError naming a missing one)."""
+        return hp_value(self.hp, self.algo, name)
 
     def const(self, name: str) -> float:
         """A constant by canonical name; KeyError names the missing constant."""

@@ -169,7 +169,7 @@ def thm19_avg(eta, T, K, L, beta, D0, a, b, zeta=None):
 # registered wrappers
 # --------------------------------------------------------------------------------------------------------------
 def _beta(st: Setting) -> float:
-    return float(st.hp.get("beta", 0.0)) if st.algo == "fedinit" else 0.0
+    return float(st.param("beta")) if st.algo == "fedinit" else 0.0  # FedAvg is FedInit with beta = 0
 
 
 def _flags(st: Setting, beta, lr, a=None):

@@ -29,8 +29,8 @@ from typing import Optional
 
 import numpy as np
 
-from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
-from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, _local_params, full_hp, local_bound, wd_condition
+from stabkit.analysis.bounds.base import Bound, Setting, hp_value, iterate, register
+from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, PROX_LAM, local_beta, local_bound, wd_condition
 
 SRC = "fedsagd.md §3.2"
 ETA_EXT = ("fedavg", "fedprox", "scaffold", "feddyn", "fedlnag", "mimelite", "fedacg", "fedanag", "fedsagd")
@@ -40,8 +40,6 @@ FORMS = {"fedavg": ("paper", "corrected", "wd"), "fedprox": ("paper", "corrected
          "mimelite": ("paper", "corrected"), "fedacg": ("paper", "round", "round_lam", "corrected"),
          "fedanag": ("paper", "round", "corrected"), "fedavgm": ("derived",),
          "fedsagd": ("table1", "theorem", "rigorous", "corrected", "theorem_wd")}
-DEFAULTS = dict(beta=0.9, lam=0.0, mu=0.0, tau=1e-3, alpha=0.1, lambda_acg=0.9, beta_acg=0.0, w=0.0,
-                fedcm_server="gradient", v_sum=None, h_sum=None)
 
 
 def theta_lemma_c1(sigma_l: float, sigma_g: float, phi: float) -> float:
@@ -68,18 +66,20 @@ def _momentum(coef: float, inc: np.ndarray) -> np.ndarray:
     return iterate(coef, inc)
 
 
-def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, **p):
+def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, w: float = 0.0, v_sum=None, h_sum=None,
+                 **hp):
     """``(a_t, b_t, conditions)`` of the per-round recursion, t = 0..T-1, from explicit numbers.
 
-    ``lr``, ``theta``: length-T arrays (or scalars, broadcast to each other). Hyperparameters ``p`` use the spec
-    symbols: beta, lam, mu, tau, alpha, lambda_acg, beta_acg, w (engine weight decay), fedcm_server
-    ('gradient' = the analysed eta_g = eta in gradient units, 'model' = x + eta mean d), v_sum / h_sum
-    (measured ``||v_t|| + ||v'_t||`` / ``||h_i|| + ||h'_j||``, length T).
+    ``lr``, ``theta``: length-T arrays (or scalars, broadcast to each other). ``hp``: the algorithm's
+    hyperparameters by its own names (a run's ``hp_resolved``); the bound reads those it needs: ``lam`` (FedProx,
+    FedDyn, FedSAGD: prox weight; FedACG: server momentum), ``beta``, ``mu``, ``tau`` (FedAdam), ``beta_acg``
+    (FedACG), ``server`` (FedCM: 'gradient' = the analysed eta_g = eta in gradient units, 'model' = x + eta mean d).
+    Run quantities: ``w`` engine weight decay, ``v_sum`` / ``h_sum`` measured ``||v_t|| + ||v'_t||`` /
+    ``||h_i|| + ||h'_j||`` (length T).
     """
-    p = {**DEFAULTS, **p}
+    need = lambda name: hp_value(hp, algo, name)  # noqa: E731
     lr, theta = np.broadcast_arrays(np.atleast_1d(np.asarray(lr, float)), np.atleast_1d(np.asarray(theta, float)))
     T = len(lr)
-    beta, lam, mu, w = p["beta"], p["lam"], p["mu"], p["w"]
     cond = {}
     eK = lr * K
     a = np.ones(T)
@@ -93,11 +93,11 @@ def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, **p)
         cond["weight decay w > 0"] = w > 0
         cond["eta_l w <= 1"] = bool(np.all(lr * w <= 1))
     elif algo in ("fedprox", "feddyn"):
-        c = 2.0 if algo == "fedprox" else 4.0
+        c, lam = (2.0 if algo == "fedprox" else 4.0), need("lam")
         if form == "rigorous":
-            if p["h_sum"] is None:
+            if h_sum is None:
                 raise ValueError("FedDyn rigorous form needs h_sum (measured ||h_i|| + ||h'_j||)")
-            b = (2 * theta + np.asarray(p["h_sum"], float)[:T]) * _prox_sum(lam, lr, K)
+            b = (2 * theta + np.asarray(h_sum, float)[:T]) * _prox_sum(lam, lr, K)
         else:
             b = c * theta * _prox_sum(lam, lr, K)
         cond["lambda > 0"] = lam > 0
@@ -105,31 +105,33 @@ def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, **p)
     elif algo == "scaffold":
         b = 6 * eK * theta
     elif algo == "fedlnag":
+        beta = need("beta")
         b = 2 * eK * theta if form != "tight" else 2 * lr * theta * (K - beta * (1 - beta ** K) / (1 - beta))
         cond["beta < 1"] = beta < 1
     elif algo == "fedadam":
-        b = (2 / p["tau"]) * eK * theta * (eta if form == "eta" else 1.0)
+        b = (2 / need("tau")) * eK * theta * (eta if form == "eta" else 1.0)
         if form == "paper":
             cond["eta <= 1 (the printed bound drops the global lr, UNCERTAIN-04)"] = eta <= 1
     elif algo == "fedcm":
+        gradient_units = need("server") == "gradient"
         if form == "paper":
             b = np.full(T, 2.0) * theta
             cond["eta_l K >= 1 (the paper's coefficient 1 - 1/(eta_l K) >= 0)"] = bool(np.all(eK >= 1))
-            cond["server in gradient units (the analysed parametrisation, UNCERTAIN-06)"] = \
-                p["fedcm_server"] == "gradient"
+            cond["server in gradient units (the analysed parametrisation, UNCERTAIN-06)"] = gradient_units
         else:
-            c = eta / eK if p["fedcm_server"] == "gradient" else np.full(T, float(eta))
+            c = eta / eK if gradient_units else np.full(T, float(eta))
             a, b = np.abs(1 - c) + c, 2 * c * eK * theta
     elif algo == "fedacg":
-        lam_a = p["lambda_acg"]
-        cond["lambda_acg < 1"] = lam_a < 1
-        cond["eta_l beta_acg <= 1 (the analysis omits the local penalty)"] = bool(np.all(lr * p["beta_acg"] <= 1))
+        lam = need("lam")
+        cond["lambda < 1"] = lam < 1
+        cond["eta_l beta_acg <= 1 (the analysis omits the local penalty)"] = bool(np.all(lr * need("beta_acg") <= 1))
         if form in ("round", "round_lam"):
-            M = _momentum(lam_a, eK * theta)[:T]  # ||m_t|| <= eta_l K Theta (1 - lam^t)/(1 - lam)
-            b = 2 * eK * theta + 2 * (lam_a if form == "round_lam" else 1.0) * M
+            M = _momentum(lam, eK * theta)[:T]  # ||m_t|| <= eta_l K Theta (1 - lam^t)/(1 - lam)
+            b = 2 * eK * theta + 2 * (lam if form == "round_lam" else 1.0) * M
         else:
-            b = (4 - 2 * lam_a) / (1 - lam_a) * eK * theta
+            b = (4 - 2 * lam) / (1 - lam) * eK * theta
     elif algo == "fedanag":
+        beta = need("beta")
         cond["beta < 1"] = beta < 1
         if form == "round":
             V = _momentum(beta, theta)[:T]  # ||v_t|| <= Theta (1 - beta^t)/(1 - beta)
@@ -137,18 +139,19 @@ def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, **p)
         else:
             b = 2 / (1 - beta) * eK * theta
     elif algo == "fedavgm":
-        M = _momentum(beta, eK * theta)[1:]  # ||m_{t+1}||
+        M = _momentum(need("beta"), eK * theta)[1:]  # ||m_{t+1}||
         b = 2 * eta * M
     elif algo == "fedsagd":
-        mu_eff = mu + w if form == "theorem_wd" else mu
+        beta, lam = local_beta(hp), need("lam")
+        mu_eff = need("mu") + (w if form == "theorem_wd" else 0.0)
         k = fedsagd_constants(lr, K, lam, mu_eff)
         a = 1 - k["Gamma"]
         if form == "table1":
             b = (2 + 2 * beta) * theta / (lam + mu_eff) if lam + mu_eff > 0 else np.full(T, np.inf)
         elif form == "rigorous":
-            if p["v_sum"] is None:
+            if v_sum is None:
                 raise ValueError("FedSAGD rigorous form needs v_sum (measured ||v_t|| + ||v'_t||)")
-            b = k["zeta"] * (2 * theta + beta * np.asarray(p["v_sum"], float)[:T])
+            b = k["zeta"] * (2 * theta + beta * np.asarray(v_sum, float)[:T])
         else:
             b = k["zeta"] * (2 + 2 * beta) * theta
         cond["mu > 0 (else Gamma = 0: no saturation)"] = mu_eff > 0
@@ -165,35 +168,38 @@ def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, **p)
     elif paper_eta and algo in ETA_EXT or (algo == "fedcm" and form == "paper"):
         cond["global lr eta = 1 (the paper's stability analysis)"] = eta == 1
     if algo != "fedavg" or form != "wd":
-        cond.update(wd_condition(algo, w, float(np.max(lr)), lam if algo in ("fedprox", "feddyn", "fedsagd") else 0))
+        cond.update(wd_condition(algo, w, float(np.max(lr)), need("lam") if algo in PROX_LAM else 0))
     return a, b, cond
 
 
-def closed_form(algo: str, form: str, T: int, K: int, eta_l: float, theta: float, eta: float = 1.0, **p):
-    """Closed form ``D_t``, t = 0..T, for a constant lr and scalar Theta (None where the spec has none)."""
-    p = {**DEFAULTS, **p}
+def closed_form(algo: str, form: str, T: int, K: int, eta_l: float, theta: float, eta: float = 1.0, w: float = 0.0,
+                **hp):
+    """Closed form ``D_t``, t = 0..T, for a constant lr and scalar Theta (None where the spec has none);
+    ``w`` and ``hp`` as in :func:`round_coeffs`."""
+    need = lambda name: hp_value(hp, algo, name)  # noqa: E731
     t = np.arange(T + 1, dtype=float)
-    eK, beta = eta_l * K, p["beta"]
+    eK = eta_l * K
     if form == "rigorous":
         return None
     if algo == "fedavg" and form == "wd":
-        w = p["w"]
         return 2 * theta / w * (1 - (1 - eta_l * w) ** (K * t))
-    mu = p["mu"] + (p["w"] if form == "theorem_wd" else 0.0)
-    if algo == "fedsagd" and form in ("theorem", "theorem_wd", "table1") and mu > 0:
-        G = fedsagd_constants(eta_l, K, p["lam"], mu)["Gamma"]
-        scale = 1.0 if form != "table1" else 1.0 / ((p["lam"] + mu) * float(fedsagd_constants(
-            eta_l, K, p["lam"], mu)["zeta"]))
-        return scale * (2 + 2 * beta) * theta * (1 - (1 - G) ** t) / mu
+    if algo == "fedsagd" and form in ("theorem", "theorem_wd", "table1"):
+        beta, lam, mu = local_beta(hp), need("lam"), need("mu") + (w if form == "theorem_wd" else 0.0)
+        if mu > 0:
+            k = fedsagd_constants(eta_l, K, lam, mu)
+            scale = 1.0 if form != "table1" else 1.0 / ((lam + mu) * float(k["zeta"]))
+            return scale * (2 + 2 * beta) * theta * (1 - (1 - k["Gamma"]) ** t) / mu
     if algo == "fedacg" and form in ("round", "round_lam"):
-        lam = p["lambda_acg"]
+        lam = need("lam")
         f = lam if form == "round_lam" else 1.0
         return 2 * eK * theta * (t + f * (t - (1 - lam ** t) / (1 - lam)) / (1 - lam))
     if algo == "fedanag" and form == "round":
+        beta = need("beta")
         return 2 * eK * theta * ((1 + beta) * t + beta ** 2 * (t - (1 - beta ** t) / (1 - beta)) / (1 - beta))
     if algo == "fedavgm":
+        beta = need("beta")
         return 2 * eta * eK * theta / (1 - beta) * (t - beta * (1 - beta ** t) / (1 - beta))
-    a, b, _ = round_coeffs(algo, form, K, eta_l, theta, eta, **p)
+    a, b, _ = round_coeffs(algo, form, K, eta_l, theta, eta, w=w, **hp)
     a, b = float(a[0]), float(b[0])
     return b * t if a == 1 else b * (1 - a ** t) / (1 - a)
 
@@ -234,60 +240,44 @@ def fedsagd_derived(eta_l: float, K: int, beta: float, lam: float, mu: float, th
 
 
 def evaluate(algorithm: str, K: int, T: int, eta_l: float, eta: float = 1.0, lr_decay: float = 1.0,
-             theta=None, sigma_l=None, sigma_g=None, phi=None, form: Optional[str] = None, **p) -> dict:
+             theta=None, sigma_l=None, sigma_g=None, phi=None, form: Optional[str] = None, w: float = 0.0,
+             v_sum=None, h_sum=None, **hp) -> dict:
     """§7 contract from explicit numbers: ``bound_global`` (t = 0..T), ``closed_form``, ``bound_local`` and
     ``bound_local_l1`` (k = 0..K, round 0), ``conditions``, ``derived``.
 
     Theta: scalar, per-round array (length T), or via Lemma C.1 from ``(sigma_l, sigma_g, phi)``. ``form``
-    defaults to the algorithm's first form; the hyperparameters ``p`` are those of :func:`round_coeffs`.
+    defaults to the algorithm's first form; ``w``, ``v_sum``, ``h_sum`` and the hyperparameters ``hp`` are those
+    of :func:`round_coeffs` (the local bounds read theirs, :func:`local_bound`).
     """
     if theta is None:
         theta = theta_lemma_c1(sigma_l, sigma_g, phi)
     form = form or FORMS[algorithm][0]
     lr = eta_l * lr_decay ** np.arange(T)
     theta_arr = np.broadcast_to(np.asarray(theta, float), (T,))
-    a, b, cond = round_coeffs(algorithm, form, K, lr, theta_arr, eta, **p)
+    a, b, cond = round_coeffs(algorithm, form, K, lr, theta_arr, eta, w=w, v_sum=v_sum, h_sum=h_sum, **hp)
     out = {"bound_global": iterate(a, b), "conditions": cond, "derived": {}, "closed_form": None}
     if lr_decay == 1 and np.ndim(theta) == 0:
-        out["closed_form"] = closed_form(algorithm, form, T, K, eta_l, float(theta), eta, **p)
+        out["closed_form"] = closed_form(algorithm, form, T, K, eta_l, float(theta), eta, w=w, **hp)
     if algorithm == "fedsagd":
-        q = {**DEFAULTS, **p}
-        mu = q["mu"] + (q["w"] if form == "theorem_wd" else 0.0)
-        vmax = None if q["v_sum"] is None else float(np.max(q["v_sum"])) / 2
-        out["derived"] = fedsagd_derived(eta_l, K, q["beta"], q["lam"], mu, float(theta_arr[0]), form, vmax)
-    loc = {k: v for k, v in {**DEFAULTS, **p}.items() if k in ("beta", "lam", "mu", "alpha")}
-    if algorithm not in ("fedprox", "feddyn", "fedsagd"):
-        loc["lam"] = 0.0
-    out["bound_local"] = local_bound(algorithm, K, eta_l, float(theta_arr[0]), "paper", **loc)[0]
-    out["bound_local_l1"] = local_bound(algorithm, K, eta_l, float(theta_arr[0]), "l1", **loc)[0]
+        mu = hp_value(hp, algorithm, "mu") + (w if form == "theorem_wd" else 0.0)
+        vmax = None if v_sum is None else float(np.max(v_sum)) / 2
+        out["derived"] = fedsagd_derived(eta_l, K, local_beta(hp), hp_value(hp, algorithm, "lam"), mu,
+                                         float(theta_arr[0]), form, vmax)
+    out["bound_local"] = local_bound(algorithm, K, eta_l, float(theta_arr[0]), "paper", **hp)[0]
+    out["bound_local_l1"] = local_bound(algorithm, K, eta_l, float(theta_arr[0]), "l1", **hp)[0]
     return out
 
 
 # ----------------------------------------------------------------------------------------------- registration
 
-def _params(setting: Setting) -> dict:
-    hp, algo = full_hp(setting), setting.algo
-    loc = _local_params(setting)
-    p = dict(beta=loc["beta"], lam=loc["lam"], mu=loc["mu"], alpha=loc["alpha"], w=float(setting.weight_decay))
-    if algo == "fedadam":
-        p["tau"] = hp.get("tau", 1e-3)
-        p["beta"] = hp.get("beta1", 0.9)
-    if algo == "fedacg":
-        p["lambda_acg"], p["beta_acg"] = hp.get("lam", 0.9), hp.get("beta_acg", 0.0)
-    if algo == "fedcm":
-        p["fedcm_server"] = hp.get("server", "model")
-    return p
-
-
 def _algo_conditions(setting: Setting, form: str) -> dict:
     """Conditions on the implementation variant the analysis covers."""
-    hp, algo = full_hp(setting), setting.algo
+    algo, param = setting.algo, setting.param
     if algo == "fedlnag":
-        return {"momentum_form = damped_lookahead (the analysed form)":
-                hp.get("momentum_form", "damped_lookahead") == "damped_lookahead",
-                "momentum_sync = reset (the analysed form, m_0 = 0 each round)": hp.get("momentum_sync", "reset") == "reset"}
+        return {"momentum_form = damped_lookahead (the analysed form)": param("momentum_form") == "damped_lookahead",
+                "momentum_sync = reset (the analysed form, m_0 = 0 each round)": param("momentum_sync") == "reset"}
     if algo == "feddyn":
-        return {"server = analysis (the paper ignores the h-correction)": hp.get("server", "original") == "analysis"}
+        return {"server = analysis (the paper ignores the h-correction)": param("server") == "analysis"}
     if algo == "fedsagd" and form in ("table1", "theorem", "corrected", "theorem_wd"):
         v = setting.measured.get("state_norm_sum/v")
         if v is not None:
@@ -312,16 +302,15 @@ def global_bounds(setting: Setting) -> list:
     """Every §3.2 form of the run's algorithm, with Theta_max (and per-round Theta_t when measured)."""
     algo, T, K, eta = setting.algo, setting.T, setting.K, float(setting.global_lr)
     lr = np.asarray(setting.lr, float)[:T]
-    p = _params(setting)
+    hp, w = setting.hp, float(setting.weight_decay)
     meas = setting.measured
     out = []
     for form in FORMS[algo]:
-        notes = []
+        notes, run = [], {"w": w}
         if form in ("wd", "theorem_wd") and not setting.weight_decay:
             continue
         if form == "rigorous":
             key = "state_norm_sum/v" if algo == "fedsagd" else "state_norm_sum/h_i"
-            pname = "v_sum" if algo == "fedsagd" else "h_sum"
             arr = meas.get(key)
             if arr is None and algo == "feddyn":
                 continue  # reported in the paper form's note
@@ -330,20 +319,20 @@ def global_bounds(setting: Setting) -> list:
                 out.append(Bound(f"fedsagd:{algo}.rigorous", algo, "disc", "rigorous", "fedsagd.md §3.6 item 2",
                                  nan, conditions={f"measured['{key}'] available": False}))
                 continue
-            p = {**p, pname: np.asarray(arr, float)[:T]}
+            run["v_sum" if algo == "fedsagd" else "h_sum"] = np.asarray(arr, float)[:T]
         if algo == "feddyn" and form == "paper" and meas.get("state_norm_sum/h_i") is None:
             notes.append("no measured 'state_norm_sum/h_i' (client h_i norms): rigorous form not reported; the "
                          "paper form assumes ||h_i|| <= Theta (§3.6 item 7)")
         for suffix, theta in _thetas(setting):
-            a, b, cond = round_coeffs(algo, form, K, lr, theta, eta, **p)
+            a, b, cond = round_coeffs(algo, form, K, lr, theta, eta, **run, **hp)
             cond.update(_algo_conditions(setting, form))
             const = np.allclose(lr, lr[0]) and np.ndim(theta) == 0
-            closed = closed_form(algo, form, T, K, float(lr[0]), theta, eta, **p) if const else None
+            closed = closed_form(algo, form, T, K, float(lr[0]), theta, eta, w=w, **hp) if const else None
             derived = {"a": a, "b": b}
             if algo == "fedsagd":
-                vmax = float(np.max(p["v_sum"])) / 2 if form == "rigorous" else None
-                mu = p["mu"] + (p["w"] if form == "theorem_wd" else 0.0)
-                derived.update(fedsagd_derived(float(lr[0]), K, p["beta"], p["lam"], mu,
+                vmax = float(np.max(run["v_sum"])) / 2 if form == "rigorous" else None
+                mu = setting.param("mu") + (w if form == "theorem_wd" else 0.0)
+                derived.update(fedsagd_derived(float(lr[0]), K, local_beta(hp), setting.param("lam"), mu,
                                                float(np.max(theta)), form, vmax))
             src = "fedsagd.md §3.6 item 2" if form == "rigorous" else SRC
             out.append(Bound(f"fedsagd:{algo}.{form}{suffix}", algo, "disc", form, src, iterate(a, b),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.base import Bound, Setting, hp_value, iterate, register
 
 SRC = "fedsagd.md §3.4"
 
@@ -27,6 +27,7 @@ _PROX = {"fedprox": 2.0, "feddyn": 4.0}  # increment c eta_l Theta, contraction 
 # their bounds stay valid; in the others it enters a momentum / control / server state the analysis bounds by
 # Theta (or the update norm), so their bounds need w = 0.
 WD_CONTRACTS = ("fedavg", "fedprox", "feddyn", "fedsagd")
+PROX_LAM = ("fedprox", "feddyn", "fedsagd")  # their lam is a prox weight (FedACG's lam is a server momentum)
 LOCAL_ALGOS = ("fedavg", "fedprox", "scaffold", "feddyn", "fedlnag", "fedadam", "fedcm", "mimelite", "fedacg",
                "fedanag", "fedavgm", "fedsagd")
 
@@ -39,12 +40,13 @@ def _one_minus_q_over(rate: float, eta_l: float, k):
     return (1.0 - (1.0 - eta_l * rate) ** k) / rate
 
 
-def local_bound(algo: str, K: int, eta_l: float, theta: float, form: str = "paper", beta: float = 0.9,
-                lam: float = 0.0, mu: float = 0.0, alpha: float = 0.1):
+def local_bound(algo: str, K: int, eta_l: float, theta: float, form: str = "paper", **hp):
     """``(values[k], closed_form[k], conditions)`` for k = 0..K from explicit numbers.
 
-    ``beta`` is FedLNAG's / FedANAG's / MimeLite's beta and FedSAGD's local weight on v_t; ``lam`` the prox
-    weight (FedProx, FedDyn, FedSAGD); ``mu`` FedSAGD's weight decay; ``alpha`` FedCM's fresh-gradient weight.
+    ``hp``: the algorithm's hyperparameters by its own names (a run's ``hp_resolved``); the bound reads those it
+    needs: ``beta`` (FedLNAG, FedANAG, MimeLite; FedSAGD's local weight on v_t unless ``beta_local`` is set),
+    ``lam`` (prox weight of FedProx, FedDyn, FedSAGD), ``mu`` (FedSAGD's weight decay), ``alpha`` (FedCM's
+    fresh-gradient weight).
     """
     if form not in ("paper", "l1"):
         raise ValueError(f"form must be 'paper' or 'l1', not {form!r}")
@@ -57,32 +59,42 @@ def local_bound(algo: str, K: int, eta_l: float, theta: float, form: str = "pape
         if algo in _LINEAR:
             c = _LINEAR[algo][1 if l1 else 0]
         elif algo == "fedcm":
-            c = 2.0 * alpha if l1 else 2.0
+            c = 2.0 * hp_value(hp, algo, "alpha") if l1 else 2.0
         elif algo == "mimelite":
-            c = 2.0 * (1.0 - beta) if l1 else 2.0
+            c = 2.0 * (1.0 - hp_value(hp, algo, "beta")) if l1 else 2.0
         else:  # fedanag
+            beta = hp_value(hp, algo, "beta")
             c = 2.0 * (1.0 + beta) if l1 else 2.0 / (1.0 - beta)
             cond["beta < 1"] = beta < 1
         a, b = 1.0, np.full(K, c * eta_l * theta)
         closed = c * eta_l * theta * k
     elif algo == "fedlnag":  # ||m_{k+1}|| <= (1 - beta^{k+1}) Theta (damped, reset momentum)
+        beta = hp_value(hp, algo, "beta")
         a, b = 1.0, 2.0 * eta_l * theta * (1.0 - beta ** np.arange(1, K + 1))
         closed = 2.0 * eta_l * theta * (k - (beta * (1.0 - beta ** k) / (1.0 - beta) if beta < 1 else 0.0))
         cond["beta < 1"] = beta < 1
     elif algo in _PROX:
-        c = _PROX[algo]
+        c, lam = _PROX[algo], hp_value(hp, algo, "lam")
         a, b = 1.0 - lam * eta_l, np.full(K, c * eta_l * theta)
         closed = c * theta * _one_minus_q_over(lam, eta_l, k)
         cond["lambda > 0 (else the O(K) FedAvg limit)"] = lam > 0
         cond["eta_l * lambda <= 1"] = eta_l * lam <= 1
     else:  # fedsagd
-        rate = lam + mu
+        beta = local_beta(hp)
+        rate = hp_value(hp, algo, "lam") + hp_value(hp, algo, "mu")
         c = 2.0 if l1 else 2.0 + 2.0 * beta
         a, b = 1.0 - eta_l * rate, np.full(K, c * eta_l * theta)
         closed = c * theta * _one_minus_q_over(rate, eta_l, k)
         cond["0 < eta_l (lambda + mu) <= 1"] = 0 < eta_l * rate <= 1
     values = iterate(a, b) if K > 0 else np.zeros(1)
     return values, closed, cond
+
+
+def local_beta(hp: dict) -> float:
+    """FedSAGD's weight of v_t in the local step (line 9), the beta of its bounds: ``beta_local``, or ``beta``
+    when that is unset (none or not given), as in the algorithm."""
+    beta = hp.get("beta_local")
+    return hp_value(hp, "fedsagd", "beta") if beta is None else beta
 
 
 def wd_condition(algo: str, w: float, eta_l_max: float, lam: float = 0.0) -> dict:
@@ -94,25 +106,6 @@ def wd_condition(algo: str, w: float, eta_l_max: float, lam: float = 0.0) -> dic
     return {"no engine weight decay (enters a state/update norm the analysis bounds by Theta)": False}
 
 
-def full_hp(setting: Setting) -> dict:
-    """The run's hyperparameters with the algorithm's defaults filled in where the setting lacks them."""
-    import dataclasses
-
-    from stabkit.algorithms import ALGORITHMS
-    cls = ALGORITHMS.get(setting.algo)
-    defaults = {} if cls is None else {f.name: f.default for f in dataclasses.fields(cls.params_cls)}
-    return {**defaults, **setting.hp}
-
-
-def _local_params(setting: Setting) -> dict:
-    hp, algo = full_hp(setting), setting.algo
-    beta = hp.get("beta", 0.9)
-    if algo == "fedsagd" and hp.get("beta_local") is not None:
-        beta = hp["beta_local"]
-    return dict(beta=beta, lam=hp.get("lam", 0.0) if algo in ("fedprox", "feddyn", "fedsagd") else 0.0,
-                mu=hp.get("mu", 0.0) if algo == "fedsagd" else 0.0, alpha=hp.get("alpha", 0.1))
-
-
 @register(*LOCAL_ALGOS, name="fedsagd.local")
 def local_bounds(setting: Setting) -> list:
     """§3.4 paper and L1 local bounds at round 0 (and at the middle round when the lr is scheduled)."""
@@ -122,8 +115,7 @@ def local_bounds(setting: Setting) -> list:
     out = []
     for t in rounds:
         for form in ("paper", "l1"):
-            values, closed, cond = local_bound(setting.algo, setting.K, float(lr[t]), theta, form,
-                                               **_local_params(setting))
+            values, closed, cond = local_bound(setting.algo, setting.K, float(lr[t]), theta, form, **setting.hp)
             cond.update(wd_condition(setting.algo, setting.weight_decay, float(lr[t])))
             suffix = "" if t == 0 else f".round{t}"
             out.append(Bound(f"fedsagd:{setting.algo}.local_{form}{suffix}", setting.algo, "local_disc", form,

@@ -150,8 +150,9 @@ def printed_unrolled(eta, beta, L, sigma, sigma_g, m, n, G=None):
 # registered wrappers
 # --------------------------------------------------------------------------------------------------------------
 def _params(st: Setting):
-    rho = 1.0 if st.algo in ("fedavg", "fedmo") and "rho" not in st.hp else float(st.hp.get("rho", 1.0))
-    alpha = float(st.hp.get("alpha", 1.0)) * float(st.global_lr)
+    # FedAvg is FedSWA with rho = 1 (constant local lr) and alpha = 1 (plain averaging)
+    rho, alpha = (1.0, 1.0) if st.algo == "fedavg" else (float(st.param("rho")), float(st.param("alpha")))
+    alpha *= float(st.global_lr)
     lr = np.asarray(st.lr, float)[: st.T]
     eta = local_lrs(lr, rho, st.K)
     beta, L = st.const("L"), st.const("G")
@@ -162,8 +163,8 @@ def _params(st: Setting):
             "alpha_eff == 1 (proofs use plain averaging)": bool(abs(alpha - 1.0) < 1e-12),
             "eta_k^t <= 1/(beta K T) (Thm 5.1)": bool(np.all(eta <= 1.0 / (beta * st.K * st.T) * (1 + 1e-12)))}
     if mo:
-        cond["Option I control variate (proofs)"] = str(st.hp.get("option", "II")).startswith("I") and \
-            str(st.hp.get("option", "II")) != "II"
+        cond["Option I control variate (proofs)"] = str(st.param("option")).startswith("I") and \
+            str(st.param("option")) != "II"
     der = {"regime max_k eta_k^t beta K T": float(np.max(eta) * beta * st.K * st.T), "rho": rho, "alpha_eff": alpha}
     return eta, beta, L, sigma, sigma_g, G, mo, alpha, cond, der
 
@@ -173,8 +174,7 @@ def recursion_registered(st: Setting) -> list:
     """Delta_t recursions (non-convex): "paper" (A), "corrected" (B), "extension" (C); strongly convex (A), (B) too
     when the constant ``mu_sc`` is given. derived['gen_gap'] = L Delta_T."""
     eta, beta, L, sigma, sigma_g, G, mo, alpha, cond, der = _params(st)
-    gamma = float(st.hp.get("gamma", 0.2))
-    kw = dict(m=st.M, n=st.n, G=G, mo=mo, gamma=gamma)
+    kw = dict(m=st.M, n=st.n, G=G, mo=mo, gamma=float(st.param("gamma")) if mo else 0.0)
     out = []
     variants = [("paper", None), ("corrected", None), ("extension", None)]
     mu = st.constants.get("mu_sc")

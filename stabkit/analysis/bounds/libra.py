@@ -328,14 +328,15 @@ def _common(st: Setting):
 
 
 def _beta_nu(st: Setting):
-    beta = float(st.hp.get("beta", 0.0))
+    """The run's (beta, nu) as an FOSM: server SGD (FedAvg) is beta = 0, nu = 1; FedAvgM nu = 1; EMA nu = 1 - beta."""
+    if st.algo in SERVER_SGD:
+        return 0.0, 1.0
+    beta = float(st.param("beta"))
     if st.algo == "fedavgm":
-        nu = 1.0
-    elif st.algo == "fosm_ema":
-        nu = 1.0 - beta
-    else:
-        nu = float(st.hp.get("nu", 1.0))
-    return beta, nu
+        return beta, 1.0
+    if st.algo == "fosm_ema":
+        return beta, 1.0 - beta
+    return beta, float(st.param("nu"))
 
 
 def _const_lr(lr):
@@ -498,7 +499,7 @@ def e_min_fosm_registered(st: Setting) -> Bound:
 def rate_registered(st: Setting) -> Bound:
     """Rate-only (5)/(6) vs T with unit constants (a shape for plotting, not a numeric bound)."""
     lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
-    beta, nu = _beta_nu(st) if st.algo in FOSM_ALGOS else (0.0, 1.0)
+    beta, nu = _beta_nu(st)
     psi = float(np.max(psi0(lr, L, st.K)))
     t = np.arange(st.T + 1, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
