@@ -121,7 +121,8 @@ class Step(NamedTuple):
 
 
 def zero_state(x: torch.Tensor, num_rows: int, server_names, client_names):
-    """``(server, client)`` dicts of zeros: ``[R, 2, d]`` per server name, ``[R, 2, num_rows, d]`` per client name."""
+    """``(server, client)`` dicts of zeros: ``[R, 2, d]`` per server name, ``[R, 2, num_rows, d]`` per
+    client name."""
     R, _, d = x.shape
     return ({n: torch.zeros_like(x) for n in server_names},
             {n: x.new_zeros(R, 2, num_rows, d) for n in client_names})

@@ -1,7 +1,6 @@
 """FedCM's pinned update rule, both server steps (fedsagd.md §2.7).
 
-Expected values are computed here in plain numpy from the spec's formulas on the tiny least-squares problem of
-tests/helpers.py (K = 2 full-batch local steps, lr 0.1, x_0 = 0), independently of the engine.
+Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,8 +1,7 @@
 """FedInit (fedinit.md §1.1-1.2) on the three-client problem: the returning client starts from its
 stale last local model.
 
-Expected values are computed here in plain numpy from the spec's formulas on the tiny least-squares problem of
-tests/helpers.py (K = 2 full-batch local steps, lr 0.1, x_0 = 0), independently of the engine.
+Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,7 +1,6 @@
 """Libra's server momentum: FOSM, FedAvgM, FOSM-EMA and the second-order form (libra.md §1.1-1.3).
 
-Expected values are computed here in plain numpy from the spec's formulas on the tiny least-squares problem of
-tests/helpers.py (K = 2 full-batch local steps, lr 0.1, x_0 = 0), independently of the engine.
+Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

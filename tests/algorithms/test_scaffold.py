@@ -1,8 +1,7 @@
 """SCAFFOLD's pinned update rule (fedsagd.md §2.3) and the field's known bugs it guards against.
 
 Option II runs on the three-client problem (unequal client sizes, 2 of 3 clients per round), so a client
-skips a round, keeps its c_i and uses it when it returns. Expected values are computed here in plain numpy from the spec's formulas on the tiny least-squares problem of
-tests/helpers.py (K = 2 full-batch local steps, lr 0.1, x_0 = 0), independently of the engine.
+skips a round, keeps its c_i and uses it when it returns. Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import torch
