@@ -1,8 +1,11 @@
-"""Small shared fixtures: a hand-sized regression task, run helpers and an in-process CLI runner."""
+"""Small shared fixtures: the hand-sized regression problem (two clients, and a three-client variant with
+unequal sizes for per-client state), its hand-computed gradients and local training, run helpers and an
+in-process CLI runner."""
 import numpy as np
 import pandas as pd
 
 from stabkit import RunConfig, TaskOptions
+from stabkit.engine.sampling import sample_clients
 from stabkit.run.experiment import PairedRun
 from stabkit.tasks.base import Task
 
@@ -31,9 +34,65 @@ def tiny_run(algo: str, hp=None, rounds=1, a=A, b=B, **kw) -> PairedRun:
     return PairedRun(cfg, task=tiny_task(a, b))
 
 
-def grad(i: int, x: np.ndarray) -> np.ndarray:
+# Three training clients of sizes 2, 3 and 1 (unequal on purpose), for methods with per-client state.
+A3 = [A[0], np.array([[2.0, 0.0], [1.0, 1.0], [0.5, -1.0]]), np.array([[1.0, -1.0]])]
+B3 = [B[0], np.array([0.0, 2.0, 1.0]), np.array([3.0])]
+
+
+def grad(i: int, x: np.ndarray, a=A, b=B) -> np.ndarray:
     """Full-batch gradient of client i's least-squares loss: A_i^T (A_i x - b_i) / n_i."""
-    return A[i].T @ (A[i] @ x - B[i]) / len(B[i])
+    return a[i].T @ (a[i] @ x - b[i]) / len(b[i])
+
+
+def grad3(i: int, x: np.ndarray) -> np.ndarray:
+    return grad(i, x, A3, B3)
+
+
+def _skip_seed():
+    """A seed whose samples (2 of 3 clients) give a client in round 0, not in round 1, again in round 2."""
+    for seed in range(100):
+        S = [set(sample_clients(seed, t, 1, 3, 2)[0]) for t in range(3)]
+        back = (S[0] - S[1]) & S[2]
+        if back:
+            return seed, min(back)
+    raise AssertionError("no seed found")
+
+
+SEED3, SKIPPER = _skip_seed()
+
+
+def run3(algo: str, hp=None, rounds=3, **kw) -> PairedRun:
+    """A tiny run on the three-client problem, two clients per round; client SKIPPER trains in round 0,
+    skips round 1 and returns in round 2 (so per-client state must be carried and used)."""
+    return tiny_run(algo, hp, rounds, a=A3, b=B3, seed=SEED3, **kw)
+
+
+def sampled(run: PairedRun, t: int) -> list:
+    """The clients (rows of trajectory A, pair 0) sampled in round t."""
+    return [int(i) for i in run.engine.round_rows(t)[1][0, 0]]
+
+
+def pair0(tensor) -> np.ndarray:
+    """Trajectory A of pair 0 of a batched tensor ``[R, 2, ...]``, as numpy."""
+    return tensor[0, 0].numpy()
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    """v / ||v||, 0 for v = 0 (the guard of stabkit.algorithms.sam)."""
+    n = np.linalg.norm(v)
+    return v / n if n > 0 else np.zeros_like(v)
+
+
+def local_sgd(gfun, y, lrs, extra=lambda y: 0.0):
+    """Local steps y <- y - lr_k (gfun(y) + extra(y)), one per lr in ``lrs``."""
+    for lr in lrs:
+        y = y - lr * (gfun(y) + extra(y))
+    return y
+
+
+def fedavg_server(x, ys, eta=1.0):
+    """FedAvg's server step x + eta (mean_i y_i - x)."""
+    return x + eta * (np.mean(ys, axis=0) - x)
 
 
 def local_models(step, start, clients=(0, 1)) -> list:
@@ -53,6 +112,18 @@ def run_rounds(run: PairedRun, rounds: int) -> np.ndarray:
     for t in range(rounds):
         run.engine.step(t)
     return run.engine.x[0, 0].numpy()
+
+
+def lockstep(*specs, rounds=4, **common):
+    """Step real paired runs (digits MLP, minibatches, client perturbation, weight decay) side by side;
+    ``specs`` are ``(algo, hp, extra RunConfig fields)``. K = 3 keeps the tests fast. Yields ``(t, runs)``."""
+    common = dict(rounds=rounds, pairs=2, local_steps=3, weight_decay=1e-3, eval_every=3, **common)
+    runs = [PairedRun(RunConfig(algo=a, hp=h, **common, **kw)) for a, h, kw in specs]
+    for t in range(rounds):
+        for r in runs:
+            r.engine.step(t)
+        yield t, runs
+    assert runs[0].engine.discrepancy().min() > 0  # the perturbation acted
 
 
 def metrics(run: PairedRun) -> pd.DataFrame:

@@ -1,15 +1,29 @@
-"""Registry of FL algorithms, discovered from the modules of this package.
+"""Registry of FL algorithms, discovered from the modules of this package, and the interface to write one.
 
 Every module defines its algorithm as an :class:`Algorithm` subclass with a ``name``; ``ALGORITHMS``
 maps names to classes (FedAvg first, then alphabetical), ``build_algorithm`` validates a name and
 its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
 ``hp_resolved``, which is what the bounds read).
+
+Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
+
+* the interface: ``Algorithm`` (FedAvg's rules), ``HParams`` with ``hp`` / ``choice`` (hyperparameter
+  fields), ``RoundContext`` and ``Step`` (what the hooks see), ``descend`` (the local SGD step);
+* composition: ``Wrapper`` (delegates every hook to an inner algorithm) and the wrappers built on it,
+  ``SAM`` (+ ``SAMParams``: sharpness-aware ascent around any client rule) and ``RelaxedInit``
+  (+ ``RIParams``: FedInit's relaxed initialisation around any algorithm);
+* shared update rules (``stabkit.algorithms.rules``): ``on_clients``, ``client_delta``, ``server_step``,
+  ``gradient_units``, ``full_gradient_at_x``.
 """
 import dataclasses
 import importlib
 import pkgutil
 
-from stabkit.algorithms.base import Algorithm, HParams, RoundContext
+from stabkit.algorithms.base import Algorithm, HParams, RoundContext, Step, Wrapper, choice, hp
+from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
+from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units, on_clients,
+                                      server_step)
+from stabkit.algorithms.sam import SAM, SAMParams
 from stabkit.errors import ConfigError
 
 
@@ -39,4 +53,6 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
     return dataclasses.asdict(build_algorithm(name, hp).p)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "HParams", "RoundContext", "build_algorithm", "resolve_hp"]
+__all__ = ["ALGORITHMS", "Algorithm", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM", "SAMParams",
+           "Step", "Wrapper", "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x",
+           "gradient_units", "hp", "on_clients", "resolve_hp", "server_step"]

@@ -1,39 +1,45 @@
 """The algorithm interface: an FL method's math and nothing else.
 
-An algorithm is a frozen hyperparameter dataclass plus four functions over *batched* tensors, in the
-style of FedJAX's ``client_init / client_step / client_final`` + server update:
+An algorithm is a frozen hyperparameter dataclass (``params_cls``, fields declared with :func:`hp` /
+:func:`choice`) plus pure functions over *batched* tensors, in the style of FedJAX's ``client_init /
+client_step / client_final`` + server update, with every piece of state handed in and returned:
 
-* ``client_start(ctx, y)``: the local model a client starts from (``x_t`` broadcast; lookahead methods
-  override it),
-* ``local_step(ctx, y, g, k)``: one local step from the stochastic gradient ``g`` (already including
-  the engine's weight decay and clipping; ``g`` is evaluated at ``grad_point(ctx, y, k)``, ``y`` by
-  default; methods that need more gradients call ``ctx.grad_fn`` / ``ctx.full_grad_fn`` and treat them
-  with ``ctx.process``, and every call is counted),
-* ``client_finish(ctx, y)``: what each client uploads (averaged over the round's clients by the engine)
-  and its new per-client state,
-* ``server_update(ctx, means)``: the new global model and server state.
+* ``init_state(x, num_rows) -> (server, client)``: the carried state at t = 0 (zeros by default);
+* ``local_lrs(lr, K) -> (lr_0, ..., lr_{K-1})``: the lrs of a round's local steps (constant by default);
+* ``client_init(ctx) -> (y, local)``: where local training starts (``ctx.x_clients`` by default; lookahead
+  and relaxed-initialisation methods move it) and the round's initial local state;
+* ``grad_point(ctx, step, y, local) -> z``: where the engine evaluates step k's minibatch gradient (``y``
+  by default; lookahead / perturbed methods move it);
+* ``client_step(ctx, step, y, local, g) -> (y, local)``: one local step from the processed gradient ``g``
+  (the engine's clipping and weight decay already applied);
+* ``client_final(ctx, start, y, local) -> (uploads, client)``: what each client uploads (averaged over the
+  round's clients by the engine) and its new per-client state; ``start`` is where local training started;
+* ``server_update(ctx, means) -> (x_{t+1}, server)``: the new global model and server state.
+
+State is declared by name, like a NamedTuple's fields: ``server_state`` (``[R, 2, d]``, carried across
+rounds), ``client_state`` (``[R, 2, rows, d]``, one row per physical client, carried across rounds also for
+clients that are not sampled) and ``local_state`` (within one round, for the round's clients: created by
+``client_init``, handed to and returned from every hook, e.g. a local momentum). The engine carries all
+three separately for the two trajectories of each pair and checks the local names against the declaration.
 
 Shapes: the global model is ``[R, 2, d]`` (pairs x trajectories x parameters), client tensors are
-``[R, 2, s, d]``. ``ctx.x0`` is ``x_t`` broadcast to client shape. Every state tensor named in
-``server_state`` / ``client_state`` starts at zero and is carried by the engine (per-client state for
-clients that are not sampled too), separately for the two trajectories of each pair.
+``[R, 2, s, d]``. :class:`RoundContext` is the round's read-only view (``ctx.x_clients`` is ``x_t``
+broadcast to the round's clients, ``ctx.lrs`` / ``ctx.lr_sum`` the local lrs and their sum);
+:class:`Step` is what one local step sees (its index, lr and minibatch-gradient oracle). Methods that
+need more gradients call ``step.grad`` / ``ctx.full_grad_fn`` and treat them with ``ctx.process``; every
+call is counted. :class:`Wrapper` composes: it delegates every hook to an inner algorithm and overrides
+some (SAM-type ascent, relaxed initialisation). Shared update rules: ``stabkit.algorithms.rules``.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional
+from typing import Callable, ClassVar, NamedTuple, Optional
 
 import torch
 
+from stabkit.algorithms.rules import client_delta, descend, server_step
 from stabkit.errors import ConfigError, require
-
-
-def descend(y: torch.Tensor, lr: float, direction: torch.Tensor) -> torch.Tensor:
-    """``y - lr * direction`` as one fused op: one pass over memory instead of two, and no temporary
-    ``lr * direction`` (on a round of 160 LeNet-5 clients 2.3 ms instead of 4.7-8.4). Every algorithm's
-    local step goes through it, so reductions between algorithms stay bitwise."""
-    return torch.add(y, direction, alpha=-lr)
 
 
 def hp(default, doc: str, low: Optional[float] = None, high: Optional[float] = None,
@@ -85,25 +91,41 @@ def _range_text(meta) -> str:
     return text + (" or none" if meta.get("optional") else "")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundContext:
-    """What an algorithm sees in one round (all tensors batched over pairs and trajectories)."""
+    """What an algorithm sees in one round (all tensors batched over pairs and trajectories); read-only."""
 
     t: int
     x: torch.Tensor  # [R, 2, d] global model x_t
-    x0: torch.Tensor  # [R, 2, s, d] x_t broadcast to the round's clients
+    x_clients: torch.Tensor  # [R, 2, s, d] x_t broadcast to the round's clients (a view: do not write)
     server: dict  # name -> [R, 2, d]
     client: dict  # name -> [R, 2, s, d], gathered for the round's clients
     lr: float  # client lr of this round (after per-round decay)
+    lrs: tuple  # lrs of the K local steps (Algorithm.local_lrs)
+    lr_sum: float  # sum(lrs), K * lr for a constant lr: turns a model difference into gradient units
     global_lr: float
     local_steps: int  # K
     num_clients: int  # M, training population size
     sampled: int  # s, clients per round
-    start: Optional[torch.Tensor] = None  # [R, 2, s, d] where local training starts (x_t unless RI/lookahead)
-    grad_fn: Optional[Callable] = None  # y -> minibatch-loss gradient at y on the current minibatch
-    full_grad_fn: Optional[Callable] = None  # y -> gradient of each client's full local loss at y
-    process: Optional[Callable] = None  # (g, y) -> g clipped and with weight decay, as the engine does
-    local: dict = dataclasses.field(default_factory=dict)  # an algorithm's per-round local variables
+    full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
+    process: Callable  # (g, y) -> g clipped and with weight decay at y, as the engine treats every gradient
+
+
+class Step(NamedTuple):
+    """One local step: its index k, its lr (``ctx.lrs[k]``) and the minibatch-gradient oracle ``grad``
+    (z -> raw loss gradient at z on step k's minibatch, counted; the engine calls it once at ``grad_point``)."""
+
+    k: int
+    lr: float
+    grad: Callable
+
+
+def zero_state(x: torch.Tensor, num_rows: int, server_names, client_names):
+    """``(server, client)`` dicts of zeros: ``[R, 2, d]`` per server name, ``[R, 2, num_rows, d]`` per
+    client name."""
+    R, _, d = x.shape
+    return ({n: torch.zeros_like(x) for n in server_names},
+            {n: x.new_zeros(R, 2, num_rows, d) for n in client_names})
 
 
 class Algorithm:
@@ -113,8 +135,9 @@ class Algorithm:
     title: ClassVar[str]
     reference: ClassVar[str]
     params_cls: ClassVar[type] = HParams
-    server_state: ClassVar[tuple] = ()
-    client_state: ClassVar[tuple] = ()
+    server_state: tuple = ()
+    client_state: tuple = ()
+    local_state: tuple = ()
 
     def __init__(self, params: Optional[HParams] = None):
         self.p = params if params is not None else self.params_cls()
@@ -127,34 +150,101 @@ class Algorithm:
             if key not in names:
                 allowed = ", ".join(names) if names else "none"
                 raise ConfigError(f"invalid hyperparameter {key!r} for {cls.name}: allowed are {allowed}")
-        return cls(cls.params_cls(**values))
+        return cls(params=cls.params_cls(**values))
 
-    def init_state(self, x0: torch.Tensor, num_rows: int):
+    def init_state(self, x: torch.Tensor, num_rows: int):
         """Initial ``(server, client)`` state: ``server[name]`` is ``[R, 2, d]``, ``client[name]`` is
         ``[R, 2, num_rows, d]`` (one row per physical client). Default: zeros for every declared name."""
-        R, _, d = x0.shape
-        server = {n: torch.zeros_like(x0) for n in self.server_state}
-        client = {n: x0.new_zeros(R, 2, num_rows, d) for n in self.client_state}
-        return server, client
+        return zero_state(x, num_rows, self.server_state, self.client_state)
 
-    def client_start(self, ctx: RoundContext, y: torch.Tensor) -> torch.Tensor:
+    def local_lrs(self, lr: float, K: int) -> tuple:
+        """The lrs of the round's K local steps, from the round's client lr (constant unless scheduled)."""
+        return (lr,) * K
+
+    def client_init(self, ctx: RoundContext):
+        """``(y, local)``: the start of local training (x_t) and the initial local state (zeros per name)."""
+        y = ctx.x_clients.clone()
+        return y, {n: torch.zeros_like(y) for n in self.local_state}
+
+    def grad_point(self, ctx: RoundContext, step: Step, y: torch.Tensor, local: dict) -> torch.Tensor:
+        """Where the engine evaluates the step's minibatch gradient (lookahead / perturbed methods move it)."""
         return y
 
-    def grad_point(self, ctx: RoundContext, y: torch.Tensor, k: int) -> torch.Tensor:
-        """Where the engine evaluates step k's minibatch gradient (lookahead / perturbed methods move it)."""
-        return y
+    def client_step(self, ctx: RoundContext, step: Step, y: torch.Tensor, local: dict, g: torch.Tensor):
+        """``(y, local)`` after one local step from the processed gradient ``g``."""
+        return descend(y, step.lr, g), local
 
-    def step_lr(self, ctx: RoundContext, k: int) -> float:
-        """Learning rate of local step k (constant within a round unless an algorithm schedules it)."""
-        return ctx.lr
-
-    def local_step(self, ctx: RoundContext, y: torch.Tensor, g: torch.Tensor, k: int) -> torch.Tensor:
-        return descend(y, self.step_lr(ctx, k), g)
-
-    def client_finish(self, ctx: RoundContext, y: torch.Tensor):
-        """Return ``(uploads, new_client_state)``; uploads are averaged over the round's clients."""
-        return {"delta": y - ctx.x0}, {}
+    def client_final(self, ctx: RoundContext, start: torch.Tensor, y: torch.Tensor, local: dict):
+        """``(uploads, new_client_state)``; uploads are averaged over the round's clients."""
+        return {"delta": client_delta(ctx, y)}, {}
 
     def server_update(self, ctx: RoundContext, means: dict):
-        """Return ``(x_{t+1}, new_server_state)`` from the averaged uploads."""
-        return ctx.x + ctx.global_lr * means["delta"], {}
+        """``(x_{t+1}, new_server_state)`` from the averaged uploads."""
+        return server_step(ctx, means["delta"]), {}
+
+
+STATES = ("server_state", "client_state", "local_state")
+
+
+class Wrapper(Algorithm):
+    """An algorithm around another one (optax ``chain`` spirit): every hook delegates to ``inner`` and a
+    subclass overrides the ones it changes, calling ``super()`` for the inner rule.
+
+    A wrapper class declares only its *own* state names and hyperparameters (``params_cls``); an instance's
+    ``server_state`` / ``client_state`` / ``local_state`` are the inner's followed by its own (a clash is an
+    error), its ``init_state`` adds zeros for its own names, and local state the inner does not return is kept.
+    A named wrapper (a registered algorithm such as FedSAM) declares its inner algorithm (``inner_cls``, or
+    ``make_inner`` when it depends on the hyperparameters) and is built like any algorithm, from its
+    hyperparameters (``from_hp``); an unnamed one (relaxed initialisation as a run option) is called
+    ``<inner>+<tag>``.
+    """
+
+    inner_cls: ClassVar[Optional[type]] = None  # a named wrapper's inner algorithm (e.g. FedAvg)
+    tag: ClassVar[str] = "wrapped"  # name suffix of an unnamed wrapper
+    tag_title: ClassVar[str] = "wrapped"  # title suffix of an unnamed wrapper
+
+    def __init__(self, inner: Optional[Algorithm] = None, params: Optional[HParams] = None):
+        super().__init__(params)
+        self.inner = inner if inner is not None else self.make_inner()
+        for kind in STATES:
+            own, theirs = tuple(getattr(type(self), kind)), tuple(getattr(self.inner, kind))
+            clash = set(own) & set(theirs)
+            if clash:
+                raise ValueError(f"{type(self).__name__} state {sorted(clash)} clashes with {self.inner.name}'s")
+            setattr(self, kind, theirs + own)
+        if not isinstance(getattr(type(self), "name", None), str):
+            self.name = f"{self.inner.name}+{self.tag}"
+            self.title = f"{self.inner.title} + {self.tag_title}"
+            self.reference = self.inner.reference
+
+    def make_inner(self) -> Algorithm:
+        """The wrapped algorithm of a named wrapper when none is given: ``inner_cls()`` by default
+        (override to build it from ``self.p``)."""
+        if self.inner_cls is None:
+            raise TypeError(f"{type(self).__name__} needs an inner algorithm")
+        return self.inner_cls()
+
+    def init_state(self, x, num_rows):
+        server, client = self.inner.init_state(x, num_rows)
+        own_server, own_client = zero_state(x, num_rows, type(self).server_state, type(self).client_state)
+        return {**server, **own_server}, {**client, **own_client}
+
+    def local_lrs(self, lr, K):
+        return self.inner.local_lrs(lr, K)
+
+    def client_init(self, ctx):
+        y, local = self.inner.client_init(ctx)
+        return y, {**local, **{n: torch.zeros_like(y) for n in type(self).local_state}}
+
+    def grad_point(self, ctx, step, y, local):
+        return self.inner.grad_point(ctx, step, y, local)
+
+    def client_step(self, ctx, step, y, local, g):
+        y, inner_local = self.inner.client_step(ctx, step, y, local, g)
+        return y, {**local, **inner_local}
+
+    def client_final(self, ctx, start, y, local):
+        return self.inner.client_final(ctx, start, y, local)
+
+    def server_update(self, ctx, means):
+        return self.inner.server_update(ctx, means)

@@ -12,8 +12,8 @@ Defaults: lam = 0.9 (the FedSAGD paper's runs; Kim et al.'s code uses 0.85), bet
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms._baseline_common import on_clients
 from stabkit.algorithms.base import Algorithm, HParams, descend, hp
+from stabkit.algorithms.rules import on_clients, server_step
 
 
 @dataclass(frozen=True)
@@ -29,17 +29,18 @@ class FedACG(Algorithm):
     reference = "Kim, Kim & Han, CVPR 2024 (FedACG); FedSAGD paper App. C.9 (fedsagd.md §2.9)"
     params_cls = FedACGParams
     server_state = ("m",)
+    local_state = ("lookahead",)
 
-    def client_start(self, ctx, y):
-        ctx.local["lookahead"] = y + self.p.lam * on_clients(ctx.server["m"])
-        return ctx.local["lookahead"]
+    def client_init(self, ctx):
+        lookahead = ctx.x_clients + self.p.lam * on_clients(ctx.server["m"])
+        return lookahead, {"lookahead": lookahead}
 
-    def local_step(self, ctx, y, g, k):
-        return descend(y, self.step_lr(ctx, k), g + self.p.beta_acg * (y - ctx.local["lookahead"]))
+    def client_step(self, ctx, step, y, local, g):
+        return descend(y, step.lr, g + self.p.beta_acg * (y - local["lookahead"])), local
 
-    def client_finish(self, ctx, y):
-        return {"delta": y - ctx.local["lookahead"]}, {}
+    def client_final(self, ctx, start, y, local):
+        return {"delta": y - local["lookahead"]}, {}
 
     def server_update(self, ctx, means):
         m = self.p.lam * ctx.server["m"] + means["delta"]
-        return ctx.x + ctx.global_lr * m, {"m": m}
+        return server_step(ctx, m), {"m": m}

@@ -15,6 +15,7 @@ No setting with beta2 < 1 is FedAvg; the exact limits: beta1 = 0, beta2 = 1 free
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.rules import server_step
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,8 @@ class FedAdam(Algorithm):
     params_cls = FedAdamParams
     server_state = ("m", "v")
 
-    def init_state(self, x0, num_rows):
-        server, client = super().init_state(x0, num_rows)
+    def init_state(self, x, num_rows):
+        server, client = super().init_state(x, num_rows)
         if self.p.v_init == "tau2":
             server["v"] = server["v"] + self.p.tau ** 2
         return server, client
@@ -43,4 +44,4 @@ class FedAdam(Algorithm):
         p, delta = self.p, means["delta"]
         m = p.beta1 * ctx.server["m"] + (1 - p.beta1) * delta
         v = p.beta2 * ctx.server["v"] + (1 - p.beta2) * delta * delta
-        return ctx.x + ctx.global_lr * (m / (v.sqrt() + p.tau)), {"m": m, "v": v}
+        return server_step(ctx, m / (v.sqrt() + p.tau)), {"m": m, "v": v}

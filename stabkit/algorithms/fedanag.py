@@ -13,9 +13,9 @@ the local step. beta = 0 is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms._baseline_common import on_clients
 from stabkit.algorithms.base import HParams, descend, hp
 from stabkit.algorithms.fedsagd import FedSAGD
+from stabkit.algorithms.rules import on_clients
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,6 @@ class FedANAG(FedSAGD):
                  "(fedsagd.md §2.10)")
     params_cls = FedANAGParams
 
-    def local_step(self, ctx, y, g, k):
+    def client_step(self, ctx, step, y, local, g):
         b = self.p.beta
-        return descend(y, self.step_lr(ctx, k), (1 + b) * g + b ** 2 * on_clients(ctx.server["v"]))
+        return descend(y, step.lr, (1 + b) * g + b ** 2 * on_clients(ctx.server["v"])), local

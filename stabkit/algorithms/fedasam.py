@@ -10,7 +10,8 @@ rho = 0 is FedAvg bit for bit.
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import hp
-from stabkit.algorithms.sam import LocalSAM, SAMParams, adaptive_perturbation
+from stabkit.algorithms.fedsam import FedSAM
+from stabkit.algorithms.sam import SAMParams, adaptive_perturbation
 
 
 @dataclass(frozen=True)
@@ -20,11 +21,13 @@ class FedASAMParams(SAMParams):
     eta_asam: float = hp(0.01, "ASAM offset eta in T = |y| + eta", low=0.0)
 
 
-class FedASAM(LocalSAM):
+class FedASAM(FedSAM):
+    """FedSAM with ASAM's adaptive perturbation."""
+
     name = "fedasam"
     title = "FedASAM"
     reference = "Caldarola et al. 2022, ECCV; ASAM: Kwon et al. 2021, ICML (fedswa.md §1.8)"
     params_cls = FedASAMParams
 
-    def perturbation(self, ctx, y, a):
+    def perturbation(self, y, a):
         return adaptive_perturbation(a, y, self.p.rho, self.p.eta_asam)

@@ -14,8 +14,8 @@ alpha (weight of the fresh gradient) defaults to 0.1 (App. A.3, EMNIST; Xu et al
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms._baseline_common import gradient_units, on_clients, sgd_step
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.rules import client_delta, gradient_units, on_clients, server_step
 
 
 @dataclass(frozen=True)
@@ -34,15 +34,15 @@ class FedCM(Algorithm):
     params_cls = FedCMParams
     server_state = ("Delta",)
 
-    def local_step(self, ctx, y, g, k):
+    def client_step(self, ctx, step, y, local, g):
         a = self.p.alpha
-        return sgd_step(ctx, y, self.step_lr(ctx, k), a * g + (1 - a) * on_clients(ctx.server["Delta"]))
+        return descend(y, step.lr, a * g + (1 - a) * on_clients(ctx.server["Delta"])), local
 
-    def client_finish(self, ctx, y):
-        return {"delta": y - ctx.x0, "Delta": gradient_units(ctx, ctx.x0, y)}, {}
+    def client_final(self, ctx, start, y, local):
+        return {"delta": client_delta(ctx, y), "Delta": gradient_units(ctx, ctx.x_clients, y)}, {}
 
     def server_update(self, ctx, means):
         Delta = means["Delta"]
         if self.p.server == "model":
-            return ctx.x + ctx.global_lr * means["delta"], {"Delta": Delta}
-        return ctx.x - ctx.global_lr * Delta, {"Delta": Delta}
+            return server_step(ctx, means["delta"]), {"Delta": Delta}
+        return server_step(ctx, Delta, -1.0), {"Delta": Delta}

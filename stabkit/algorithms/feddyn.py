@@ -14,6 +14,7 @@ Variant ``server`` (spec §2.4 / errata 6): ``original`` (default, Acar et al.; 
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.rules import client_delta, server_step
 from stabkit.errors import require
 
 
@@ -37,17 +38,17 @@ class FedDyn(Algorithm):
     server_state = ("h",)
     client_state = ("h_i",)
 
-    def local_step(self, ctx, y, g, k):
-        return descend(y, self.step_lr(ctx, k), g - ctx.client["h_i"] + self.p.lam * (y - ctx.x0))
+    def client_step(self, ctx, step, y, local, g):
+        return descend(y, step.lr, g - ctx.client["h_i"] + self.p.lam * (y - ctx.x_clients)), local
 
-    def client_finish(self, ctx, y):
-        d = y - ctx.x0
+    def client_final(self, ctx, start, y, local):
+        d = client_delta(ctx, y)
         return {"delta": d}, {"h_i": ctx.client["h_i"] - self.p.lam * d}
 
     def server_update(self, ctx, means):
         lam = self.p.lam
         h = ctx.server["h"] - (lam * ctx.sampled / ctx.num_clients) * means["delta"]
-        x = ctx.x + ctx.global_lr * means["delta"]
+        x = server_step(ctx, means["delta"])
         if self.p.server == "original":
             x = x - h / lam
         return x, {"h": h}

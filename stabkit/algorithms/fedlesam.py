@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import HParams, Wrapper, choice, hp
+from stabkit.algorithms.fedavg import FedAvg
 from stabkit.algorithms.sam import l2_perturbation
 
 FIRST = ("sgd", "x0")
@@ -31,31 +32,36 @@ class FedLESAMParams(HParams):
                         "x0 = theta_old starts at the initial global model", FIRST)
 
 
-class FedLESAM(Algorithm):
+class FedLESAM(Wrapper):
+    """The locally estimated perturbation around FedAvg's rule (the inner rule evaluates its gradients at
+    its own gradient point + eps)."""
+
     name = "fedlesam"
     title = "FedLESAM"
     reference = "Fan et al. 2024, ICML (FedLESAM); FedSWA paper baseline (fedswa.md §1.8)"
+    inner_cls = FedAvg
     params_cls = FedLESAMParams
     client_state = ("theta_old", "seen")
+    local_state = ("eps",)
 
-    def init_state(self, x0, num_rows):
-        server, client = super().init_state(x0, num_rows)
+
+    def init_state(self, x, num_rows):
+        server, client = super().init_state(x, num_rows)
         if self.p.first == "x0":
-            client["theta_old"] = x0[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
+            client["theta_old"] = x[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
         return server, client
 
-    def perturbation(self, ctx):
-        """eps of the round's clients [R, 2, s, d], computed once per round."""
-        if "eps" not in ctx.local:
-            eps = l2_perturbation(ctx.client["theta_old"] - ctx.x0, self.p.rho)
-            if self.p.first == "sgd":
-                eps = torch.where(ctx.client["seen"][..., :1] > 0, eps, torch.zeros_like(eps))
-            ctx.local["eps"] = eps
-        return ctx.local["eps"]
+    def client_init(self, ctx):
+        """The round's eps [R, 2, s, d], fixed for all local steps."""
+        y, local = self.inner.client_init(ctx)
+        eps = l2_perturbation(ctx.client["theta_old"] - ctx.x_clients, self.p.rho)
+        if self.p.first == "sgd":
+            eps = torch.where(ctx.client["seen"][..., :1] > 0, eps, torch.zeros_like(eps))
+        return y, {**local, "eps": eps}
 
-    def grad_point(self, ctx, y, k):
-        return y + self.perturbation(ctx)
+    def grad_point(self, ctx, step, y, local):
+        return super().grad_point(ctx, step, y, local) + local["eps"]
 
-    def client_finish(self, ctx, y):
-        uploads, _ = super().client_finish(ctx, y)
-        return uploads, {"theta_old": ctx.x0, "seen": torch.ones_like(ctx.x0)}
+    def client_final(self, ctx, start, y, local):
+        uploads, new_client = super().client_final(ctx, start, y, local)
+        return uploads, {**new_client, "theta_old": ctx.x_clients, "seen": torch.ones_like(ctx.x_clients)}

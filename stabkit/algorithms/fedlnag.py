@@ -15,10 +15,8 @@ FedAvg bit for bit in every form.
 """
 from dataclasses import dataclass
 
-import torch
-
-from stabkit.algorithms._baseline_common import on_clients
 from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.rules import client_delta, on_clients, server_step
 
 
 @dataclass(frozen=True)
@@ -39,41 +37,40 @@ class FedLNAG(Algorithm):
     title = "FedLNAG"
     reference = "Yu, Jin & Yang 2019, ICML; FedSAGD paper App. C.5 (fedsagd.md §2.5)"
     params_cls = FedLNAGParams
+    local_state = ("m",)
 
     def __init__(self, params=None):
         super().__init__(params)
         self.server_state = ("u",) if self.p.momentum_sync == "average" else ()
 
-    def client_start(self, ctx, y):
+    def client_init(self, ctx):
+        y, local = super().client_init(ctx)  # m = 0 (reset)
         if self.p.momentum_sync == "average":
-            ctx.local["m"] = on_clients(ctx.server["u"]).expand_as(y).clone()
-        else:
-            ctx.local["m"] = torch.zeros_like(y)
-        return y
+            local = {"m": on_clients(ctx.server["u"]).expand_as(y).clone()}
+        return y, local
 
-    def grad_point(self, ctx, y, k):
+    def grad_point(self, ctx, step, y, local):
         if self.p.momentum_form == "pytorch_nesterov":
             return y
-        scale = self.p.beta * (self.step_lr(ctx, k) if self.p.lookahead == "lr_beta" else 1.0)
-        return y - scale * ctx.local["m"]
+        scale = self.p.beta * (step.lr if self.p.lookahead == "lr_beta" else 1.0)
+        return y - scale * local["m"]
 
-    def local_step(self, ctx, y, g, k):
-        beta, m = self.p.beta, ctx.local["m"]
+    def client_step(self, ctx, step, y, local, g):
+        beta, m = self.p.beta, local["m"]
         if self.p.momentum_form == "damped_lookahead":
             m = beta * m + (1 - beta) * g
             direction = m
         else:
             m = beta * m + g
             direction = g + beta * m
-        ctx.local["m"] = m
-        return descend(y, self.step_lr(ctx, k), direction)
+        return descend(y, step.lr, direction), {"m": m}
 
-    def client_finish(self, ctx, y):
-        uploads = {"delta": y - ctx.x0}
+    def client_final(self, ctx, start, y, local):
+        uploads = {"delta": client_delta(ctx, y)}
         if self.p.momentum_sync == "average":
-            uploads["m"] = ctx.local["m"]
+            uploads["m"] = local["m"]
         return uploads, {}
 
     def server_update(self, ctx, means):
         new = {"u": means["m"]} if self.p.momentum_sync == "average" else {}
-        return ctx.x + ctx.global_lr * means["delta"], new
+        return server_step(ctx, means["delta"]), new

@@ -19,5 +19,5 @@ class FedProx(Algorithm):
     reference = "Li et al. 2020, MLSys; FedSAGD paper App. C.2 (fedsagd.md §2.2)"
     params_cls = FedProxParams
 
-    def local_step(self, ctx, y, g, k):
-        return descend(y, self.step_lr(ctx, k), g + self.p.lam * (y - ctx.x0))
+    def client_step(self, ctx, step, y, local, g):
+        return descend(y, step.lr, g + self.p.lam * (y - ctx.x_clients)), local

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stabkit.algorithms.base import Algorithm, HParams, descend, hp
+from stabkit.algorithms.rules import on_clients, server_step
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,12 @@ class FedSAGD(Algorithm):
     def beta_local(self) -> float:
         return self.p.beta if self.p.beta_local is None else self.p.beta_local
 
-    def local_step(self, ctx, y, g, k):
+    def client_step(self, ctx, step, y, local, g):
         p = self.p
-        m = self.beta_local * ctx.server["v"][:, :, None, :] + g
-        return descend(y, self.step_lr(ctx, k), m + (p.lam + p.mu) * y - p.lam * ctx.x0)
+        m = self.beta_local * on_clients(ctx.server["v"]) + g
+        return descend(y, step.lr, m + (p.lam + p.mu) * y - p.lam * ctx.x_clients), local
 
     def server_update(self, ctx, means):
         beta, delta = self.p.beta, means["delta"]
         v = (beta / (1 + beta)) * ctx.server["v"] - delta / ((1 + beta) * ctx.lr * ctx.local_steps)
-        return ctx.x + ctx.global_lr * delta, {"v": v}
+        return server_step(ctx, delta), {"v": v}

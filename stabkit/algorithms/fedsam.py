@@ -7,11 +7,14 @@
 rho_sam is UNCERTAIN-U12 (paper silent); default 0.05 as in the FedSWA reference code. rho = 0 is FedAvg
 bit for bit. Shared SAM arithmetic and the ascent-direction choice: ``stabkit.algorithms.sam``.
 """
-from stabkit.algorithms.sam import LocalSAM, SAMParams
+from stabkit.algorithms.fedavg import FedAvg
+from stabkit.algorithms.sam import SAM, SAMParams
 
 
-class FedSAM(LocalSAM):
+class FedSAM(SAM):
     name = "fedsam"
     title = "FedSAM"
     reference = "Qu et al. 2022, ICML (FedSAM); FedSWA paper baseline (fedswa.md §1.8)"
+    inner_cls = FedAvg
     params_cls = SAMParams
+

@@ -32,6 +32,8 @@ FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same cla
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.rules import (client_delta, full_gradient_at_x, gradient_units, on_clients,
+                                      server_step)
 
 _RHO = dict(doc="within-round lr decay ratio rho (last step ~ rho * lr; 1 = constant lr)", low=0.0, high=1.0)
 _ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper 1.5 for FedSWA and FedMoSWA, "
@@ -51,15 +53,11 @@ def linear_decay_lr(lr: float, rho: float, k: int, K: int) -> float:
 class SWAServer(Algorithm):
     """The shared FedSWA machinery: scheduled local lr and the server extrapolation (needs ``rho``, ``alpha``)."""
 
-    def step_lr(self, ctx, k):
-        return linear_decay_lr(ctx.lr, self.p.rho, k, ctx.local_steps)
-
-    def round_lr_sum(self, ctx) -> float:
-        """sum_k eta_k^t over the round's local steps (the exact Option II denominator)."""
-        return sum(self.step_lr(ctx, k) for k in range(ctx.local_steps))
+    def local_lrs(self, lr, K):
+        return tuple(linear_decay_lr(lr, self.p.rho, k, K) for k in range(K))
 
     def server_model(self, ctx, means):
-        return ctx.x + (ctx.global_lr * self.p.alpha) * means["delta"]
+        return server_step(ctx, means["delta"], self.p.alpha)
 
     def server_update(self, ctx, means):
         return self.server_model(ctx, means), {}
@@ -101,48 +99,49 @@ class FedMoSWA(SWAServer):
     server_state = ("m",)
     client_state = ("c",)
 
-    def _grad_at_x(self, ctx):
-        """grad F_i(x_{t-1}) on each client's full local data, treated like a step gradient."""
-        return ctx.process(ctx.full_grad_fn(ctx.x0), ctx.x0)
+    def __init__(self, params=None):
+        super().__init__(params)
+        # the round's c_i and m (the carried ones unless this round sets them before the local steps)
+        self.local_state = ("c", "m", "c_up") if self.p.option == "I_same_round" else ("c", "m")
 
-    def _c(self, ctx):
-        return ctx.local.get("c", ctx.client["c"])
+    def _grad_init(self, ctx) -> bool:
+        return self.p.init == "grad" and ctx.t == 0
 
-    def _m(self, ctx):
-        """The round's m [R, 2, d] (the carried one unless this round set it before the local steps)."""
-        return ctx.local.get("m", ctx.server["m"])
-
-    def client_start(self, ctx, y):
-        if self.p.init == "grad" and ctx.t == 0:
-            c0 = self._grad_at_x(ctx)
-            ctx.local["c"], ctx.local["m"] = c0, c0.mean(dim=2)
+    def client_init(self, ctx):
+        c, m = ctx.client["c"], ctx.server["m"]
+        if self._grad_init(ctx):
+            c = full_gradient_at_x(ctx)
+            m = c.mean(dim=2)
+        local = {"c": c, "m": m}
         if self.p.option == "I_same_round":
-            c, m = self._grad_at_x(ctx), self._m(ctx)
-            ctx.local["c_up"] = c - m[:, :, None, :]
-            ctx.local["c"], ctx.local["m"] = c, m + self.p.gamma * ctx.local["c_up"].mean(dim=2)
-        return y
+            c = full_gradient_at_x(ctx)
+            c_up = c - on_clients(m)
+            local = {"c": c, "m": m + self.p.gamma * c_up.mean(dim=2), "c_up": c_up}
+        return ctx.x_clients.clone(), local
 
-    def local_step(self, ctx, y, g, k):
-        return descend(y, self.step_lr(ctx, k), g - self._c(ctx) + self._m(ctx)[:, :, None, :])
+    def client_step(self, ctx, step, y, local, g):
+        return descend(y, step.lr, g - local["c"] + on_clients(local["m"])), local
 
-    def client_finish(self, ctx, y):
+    def client_final(self, ctx, start, y, local):
+        uploads = {"delta": client_delta(ctx, y)}
+        if self._grad_init(ctx):  # c_i = grad F_i(x_0); their mean is m^0
+            uploads["c0"] = local["c"]
         if self.p.option == "I_same_round":
-            c_plus, c_up = ctx.local["c"], ctx.local["c_up"]
+            c_plus, c_up = local["c"], local["c_up"]
         else:
-            m = self._m(ctx)[:, :, None, :]
+            m = on_clients(local["m"])
             if self.p.option == "I":
-                c_plus = self._grad_at_x(ctx)
+                c_plus = full_gradient_at_x(ctx)
             else:
-                c_plus = self._c(ctx) - m + (ctx.start - y) / self.round_lr_sum(ctx)
+                c_plus = local["c"] - m + gradient_units(ctx, start, y)
             c_up = c_plus - m
-        return {"delta": y - ctx.x0, "c_up": c_up}, {"c": c_plus}
+        return {**uploads, "c_up": c_up}, {"c": c_plus}
 
     def server_update(self, ctx, means):
-        if self.p.option == "I_same_round":
-            m = ctx.local["m"]  # already m_old + gamma mean_i (c_i^+ - m_old), computed before the local steps
-        else:
-            m = self._m(ctx) + self.p.gamma * means["c_up"]
-        return self.server_model(ctx, means), {"m": m}
+        # m_t = m_{t-1} + gamma mean_i (c_i^+ - m_{t-1}); under I_same_round the clients applied the same
+        # update before their local steps (and used it in them)
+        m = means["c0"] if self._grad_init(ctx) else ctx.server["m"]
+        return self.server_model(ctx, means), {"m": m + self.p.gamma * means["c_up"]}
 
 
 class FedMo(FedMoSWA):

@@ -22,6 +22,7 @@ The server state ``m`` (Libra's sign) is logged by the engine as ``disc_m`` / ``
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import Algorithm, HParams, hp
+from stabkit.algorithms.rules import server_step
 
 _BETA_DOC = "server momentum coefficient beta"
 
@@ -53,7 +54,7 @@ class FOSM(Algorithm):
     def server_update(self, ctx, means):
         d = -means["delta"]  # Libra's d^t = x^t - mean_i x_i^{t,K}
         m = self.p.beta * ctx.server["m"] + self.nu * d
-        return ctx.x - ctx.global_lr * m, {"m": m}
+        return server_step(ctx, m, -1.0), {"m": m}
 
 
 class FedAvgM(FOSM):

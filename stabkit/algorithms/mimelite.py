@@ -14,8 +14,8 @@ CIFAR-100 run uses 0.9). beta = 0 is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms._baseline_common import full_gradient_at_x, on_clients
 from stabkit.algorithms.base import Algorithm, HParams, descend, hp
+from stabkit.algorithms.rules import client_delta, full_gradient_at_x, on_clients, server_step
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,14 @@ class MimeLite(Algorithm):
     params_cls = MimeLiteParams
     server_state = ("m",)
 
-    def local_step(self, ctx, y, g, k):
+    def client_step(self, ctx, step, y, local, g):
         b = self.p.beta
-        return descend(y, self.step_lr(ctx, k), (1 - b) * g + b * on_clients(ctx.server["m"]))
+        return descend(y, step.lr, (1 - b) * g + b * on_clients(ctx.server["m"])), local
 
-    def client_finish(self, ctx, y):
-        return {"delta": y - ctx.x0, "G": full_gradient_at_x(ctx)}, {}
+    def client_final(self, ctx, start, y, local):
+        return {"delta": client_delta(ctx, y), "G": full_gradient_at_x(ctx)}, {}
 
     def server_update(self, ctx, means):
         b = self.p.beta
         m = (1 - b) * means["G"] + b * ctx.server["m"]
-        return ctx.x + ctx.global_lr * means["delta"], {"m": m}
+        return server_step(ctx, means["delta"]), {"m": m}

@@ -6,16 +6,16 @@ FedCM-style client momentum along the global update direction Delta (server stat
                  Delta_{t+1} = (1/(s K eta_l)) sum_{i in S_t} (x_t - y_i)    (Delta_0 = 0)
     eta_l is the round's (decayed) client lr.
 
-This is exactly ``LocalSAM`` on ``FedCM`` (stabkit.algorithms.fedcm) with its ``model`` server step; the
-momentum and the Delta bookkeeping are FedCM's. Defaults from the reference code (UNCERTAIN-U12/U34):
+This is exactly the ``SAM`` wrapper around ``FedCM`` (stabkit.algorithms.fedcm) with its ``model`` server
+step; the momentum and the Delta bookkeeping are FedCM's. Defaults from the reference code (UNCERTAIN-U12/U34):
 SAM step eta_l (1 - 0.9) plus -0.9 eta_l Delta per step, i.e. alpha_mo = 0.1, and rho_sam = 0.1.
 rho = 0 with alpha_mo = 1 is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import hp
-from stabkit.algorithms.fedcm import FedCM
-from stabkit.algorithms.sam import LocalSAM, SAMParams
+from stabkit.algorithms.fedcm import FedCM, FedCMParams
+from stabkit.algorithms.sam import SAM, SAMParams
 
 
 @dataclass(frozen=True)
@@ -24,18 +24,13 @@ class MoFedSAMParams(SAMParams):
     alpha_mo: float = hp(0.1, "weight alpha of the local SAM gradient in v = alpha g_SAM + (1-alpha) Delta",
                          low=0.0, high=1.0, low_open=True)
 
-    @property
-    def alpha(self) -> float:  # FedCM's name for the same weight
-        return self.alpha_mo
 
-    @property
-    def server(self) -> str:  # MoFedSAM aggregates models like FedAvg (FedCM's "model" server step)
-        return "model"
-
-
-class MoFedSAM(LocalSAM, FedCM):
+class MoFedSAM(SAM):
     name = "mofedsam"
     title = "MoFedSAM"
     reference = "Qu et al. 2022, ICML (MoFedSAM, FedCM-style momentum); fedswa.md §1.8"
     params_cls = MoFedSAMParams
-    server_state = ("Delta",)
+
+    def make_inner(self):
+        """FedCM's rule with alpha = alpha_mo and its model-averaging server step (FedAvg's)."""
+        return FedCM(FedCMParams(alpha=self.p.alpha_mo, server="model"))

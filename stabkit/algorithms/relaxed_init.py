@@ -10,49 +10,44 @@ beta = 0 is the wrapped method bit for bit.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm
+from stabkit.algorithms.base import Algorithm, HParams, Wrapper, choice, hp
 from stabkit.errors import ConfigError
 
 AGGREGATIONS = ("model_avg", "delta_from_init")
 
 
-class RelaxedInit(Algorithm):
-    """``inner`` with relaxed initialisation ``beta`` and the chosen aggregation."""
+@dataclass(frozen=True)
+class RIParams(HParams):
+    beta: float = hp(0.1, "relaxed-initialisation coefficient beta (authors' code default 0.1; "
+                     "negative moves the start towards the last local model)")
+    aggregation: str = choice("model_avg", "server aggregation (UNCERTAIN F-U1): model_avg = paper line 16 "
+                              "(uploads from w^t); delta_from_init = reference code (uploads from the RI point)",
+                              AGGREGATIONS)
 
-    def __init__(self, inner: Algorithm, beta: float, aggregation: str = "model_avg"):
-        self.inner, self.beta, self.aggregation = inner, beta, aggregation
-        self.p = inner.p
-        self.name, self.title = f"{inner.name}+ri", f"{inner.title} + RI"
-        self.reference = inner.reference
-        self.server_state = inner.server_state
-        self.client_state = tuple(inner.client_state) + ("ri_last",)
 
-    def init_state(self, x0, num_rows):
-        server, client = self.inner.init_state(x0, num_rows)
-        client["ri_last"] = x0[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
+class RelaxedInit(Wrapper):
+    """``inner`` with relaxed initialisation (hyperparameters :class:`RIParams`); named ``<inner>+ri``."""
+
+    params_cls = RIParams
+    client_state = ("ri_last",)
+    tag, tag_title = "ri", "RI"
+
+    def init_state(self, x, num_rows):
+        server, client = super().init_state(x, num_rows)
+        client["ri_last"] = x[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
         return server, client
 
-    def client_start(self, ctx, y):
-        return self.inner.client_start(ctx, y) + self.beta * (ctx.x0 - ctx.client["ri_last"])
+    def client_init(self, ctx):
+        y, local = super().client_init(ctx)
+        return y + self.p.beta * (ctx.x_clients - ctx.client["ri_last"]), local
 
-    def grad_point(self, ctx, y, k):
-        return self.inner.grad_point(ctx, y, k)
-
-    def step_lr(self, ctx, k):
-        return self.inner.step_lr(ctx, k)
-
-    def local_step(self, ctx, y, g, k):
-        return self.inner.local_step(ctx, y, g, k)
-
-    def client_finish(self, ctx, y):
-        uploads, new_client = self.inner.client_finish(ctx, y)
-        if self.aggregation == "delta_from_init":
-            uploads = {**uploads, "delta": uploads["delta"] - (ctx.start - ctx.x0)}
+    def client_final(self, ctx, start, y, local):
+        uploads, new_client = super().client_final(ctx, start, y, local)
+        if self.p.aggregation == "delta_from_init":
+            uploads = {**uploads, "delta": uploads["delta"] - (start - ctx.x_clients)}
         return uploads, {**new_client, "ri_last": y}
-
-    def server_update(self, ctx, means):
-        return self.inner.server_update(ctx, means)
 
 
 def with_relaxed_init(algo: Algorithm, beta: float, aggregation: str) -> Algorithm:
@@ -63,7 +58,7 @@ def with_relaxed_init(algo: Algorithm, beta: float, aggregation: str) -> Algorit
     if isinstance(algo, RelaxedInit):
         raise ConfigError(f"invalid ri_beta={beta!r}: {algo.name} already uses relaxed initialisation; "
                           f"set it with --hp beta=... instead")
-    return RelaxedInit(algo, beta, aggregation)
+    return RelaxedInit(algo, RIParams(beta, aggregation))
 
 
-__all__ = ["AGGREGATIONS", "RelaxedInit", "with_relaxed_init"]
+__all__ = ["AGGREGATIONS", "RIParams", "RelaxedInit", "with_relaxed_init"]

@@ -9,11 +9,12 @@ and the descent then uses the gradient at the perturbed point on the same miniba
 g_SAM = grad l_B(y + eps) (one more gradient evaluation per local step). Where the norm is zero the
 perturbation is zero (no NaN), and rho = 0 gives eps = 0 exactly, so y + eps == y bit for bit.
 
-``LocalSAM`` turns any client rule into its SAM version: it replaces the gradient handed to the rule's
-``local_step`` by g_SAM (FedSAM = LocalSAM on FedAvg's rule; ``class X(LocalSAM, FedProx)`` would be
-FedProx-SAM). Subclasses change ``perturbation`` (FedASAM) or ``descend`` (MoFedSAM).
+``SAM`` is a :class:`~stabkit.algorithms.base.Wrapper` that turns any client rule into its SAM version: it
+replaces the gradient handed to the inner rule's ``client_step`` by g_SAM (FedSAM = ``SAM`` around FedAvg,
+MoFedSAM = ``SAM`` around FedCM's rule, ``SAM(FedProx(), SAMParams(rho=0.1))`` is FedProx-SAM).
+Subclasses change ``perturbation`` (FedASAM).
 
-Ascent direction (``ascent``): the engine hands ``local_step`` the *processed* g (clipped, plus weight
+Ascent direction (``ascent``): the engine hands ``client_step`` the *processed* g (clipped, plus weight
 decay mu y). PyTorch SAM implementations (Foret et al., davda54/sam, Qu et al.'s FedSAM) ascend along the
 raw minibatch loss gradient; weight decay is applied by the base optimiser only. ``ascent="loss"``
 (default) therefore removes the weight-decay term, a = g - ctx.process(0, y) = g - mu y, without any
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
+from stabkit.algorithms.base import HParams, Wrapper, choice, hp
 
 ASCENTS = ("loss", "processed")
 
@@ -59,30 +60,26 @@ class SAMParams(HParams):
                          ASCENTS)
 
 
-class LocalSAM(Algorithm):
-    """Local SAM on the client rule found next in the MRO (FedAvg's SGD step by default)."""
+class SAM(Wrapper):
+    """Local SAM around ``inner``'s client rule: ``client_step`` gets g_SAM instead of g (hyperparameters
+    :class:`SAMParams` or a subclass of it)."""
 
     params_cls = SAMParams
+    tag, tag_title = "sam", "SAM"
 
     def ascent_direction(self, ctx, y, g):
         if self.p.ascent == "loss":
             return g - ctx.process(torch.zeros_like(g), y)
         return g
 
-    def perturbation(self, ctx, y, a):
+    def perturbation(self, y, a):
         return l2_perturbation(a, self.p.rho)
 
-    def sam_gradient(self, ctx, y, g):
-        """g_SAM: the processed minibatch gradient at y + eps (same minibatch; one more evaluation)."""
-        eps = self.perturbation(ctx, y, self.ascent_direction(ctx, y, g))
-        return ctx.process(ctx.grad_fn(y + eps), y)
-
-    def descend(self, ctx, y, g, k):
-        """The underlying client rule applied to the SAM gradient."""
-        return super().local_step(ctx, y, g, k)
-
-    def local_step(self, ctx, y, g, k):
-        return self.descend(ctx, y, self.sam_gradient(ctx, y, g), k)
+    def client_step(self, ctx, step, y, local, g):
+        """The inner rule applied to g_SAM: the processed minibatch gradient at y + eps (same minibatch;
+        one more gradient evaluation)."""
+        eps = self.perturbation(y, self.ascent_direction(ctx, y, g))
+        return super().client_step(ctx, step, y, local, ctx.process(step.grad(y + eps), y))
 
 
-__all__ = ["ASCENTS", "LocalSAM", "SAMParams", "adaptive_perturbation", "l2_perturbation"]
+__all__ = ["ASCENTS", "SAM", "SAMParams", "adaptive_perturbation", "l2_perturbation"]

@@ -17,8 +17,9 @@ is FedAvg's, bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms._baseline_common import full_gradient_at_x, gradient_units, on_clients, sgd_step
-from stabkit.algorithms.base import Algorithm, HParams, choice
+from stabkit.algorithms.base import Algorithm, HParams, choice, descend
+from stabkit.algorithms.rules import (client_delta, full_gradient_at_x, gradient_units, on_clients,
+                                      server_step)
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,17 @@ class Scaffold(Algorithm):
     server_state = ("c",)
     client_state = ("c_i",)
 
-    def local_step(self, ctx, y, g, k):
-        return sgd_step(ctx, y, self.step_lr(ctx, k), g - ctx.client["c_i"] + on_clients(ctx.server["c"]))
+    def client_step(self, ctx, step, y, local, g):
+        return descend(y, step.lr, g - ctx.client["c_i"] + on_clients(ctx.server["c"])), local
 
-    def client_finish(self, ctx, y):
+    def client_final(self, ctx, start, y, local):
         c_i = ctx.client["c_i"]
         if self.p.control == "II":
-            c_plus = c_i - on_clients(ctx.server["c"]) + gradient_units(ctx, ctx.start, y)
+            c_plus = c_i - on_clients(ctx.server["c"]) + gradient_units(ctx, start, y)
         else:
             c_plus = full_gradient_at_x(ctx)
-        return {"delta": y - ctx.x0, "dc": c_plus - c_i}, {"c_i": c_plus}
+        return {"delta": client_delta(ctx, y), "dc": c_plus - c_i}, {"c_i": c_plus}
 
     def server_update(self, ctx, means):
         c = ctx.server["c"] + (ctx.sampled / ctx.num_clients) * means["dc"]
-        return ctx.x + ctx.global_lr * means["delta"], {"c": c}
+        return server_step(ctx, means["delta"]), {"c": c}

@@ -5,7 +5,9 @@ come from one ``vmap(grad)`` call per local step over all ``R*2*s`` clients. Ran
 (``stabkit.engine.sampling``): both trajectories of a pair draw the same S_t and minibatch positions; only the
 data rows behind them differ (``stabkit.engine.perturbation``). The engine owns the knobs every algorithm
 shares — per-round lr decay, gradient clipping, weight decay, per-client state bookkeeping — so an
-algorithm file holds only its own update rules.
+algorithm file holds only its own update rules. A round calls the algorithm's hooks in order
+(``client_init``, then per local step ``grad_point`` and ``client_step``, then ``client_final`` and
+``server_update``; ``stabkit.algorithms.base``), carrying the local state between them.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from stabkit.algorithms.base import Algorithm, RoundContext
+from stabkit.algorithms.base import Algorithm, RoundContext, Step
 from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
 from stabkit.run.config import RunConfig
@@ -152,35 +154,46 @@ class PairedEngine:
         dev = rows_t.device
         at_rows = (torch.arange(R, device=dev)[:, None, None], torch.arange(2, device=dev)[None, :, None], rows_t)
         step_grad, full_grad = self._grad_fns(rows_t, idx)
+        lr = cfg.client_lr(t)
+        lrs = tuple(self.algo.local_lrs(lr, cfg.local_steps))
         ctx = RoundContext(
-            t=t, x=self.x, x0=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
-            client={n: v[at_rows] for n, v in self.client_state.items()},
-            lr=cfg.client_lr(t), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
+            t=t, x=self.x, x_clients=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
+            client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
+            lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
             num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
         self.grad_evals = 0
-        y = self.algo.client_start(ctx, ctx.x0.clone())
-        ctx.start = y
-        norms, local = [], []
+        algo = self.algo
+        y, local = self._declared(algo.client_init(ctx))
+        start = y
+        norms, local_disc = [], []
         for k in range(cfg.local_steps):
             if track_local:
-                local.append((k, *_local_discrepancy(y)))
-            ctx.grad_fn = step_grad(k)
-            g = ctx.grad_fn(self.algo.grad_point(ctx, y, k))
+                local_disc.append((k, *_local_discrepancy(y)))
+            step = Step(k, lrs[k], step_grad(k))
+            g = step.grad(algo.grad_point(ctx, step, y, local))
             norms.append(g.norm(dim=-1))
-            y = self.algo.local_step(ctx, y, ctx.process(g, y), k)
+            y, local = algo.client_step(ctx, step, y, local, ctx.process(g, y))
         if track_local:
-            local.append((cfg.local_steps, *_local_discrepancy(y)))
-        uploads, new_client = self.algo.client_finish(ctx, y)
+            local_disc.append((cfg.local_steps, *_local_discrepancy(y)))
+        uploads, new_client = algo.client_final(ctx, start, *self._declared((y, local)))
         means = {name: u.mean(dim=2) for name, u in uploads.items()}
         for name, value in new_client.items():
             self.client_state[name][at_rows] = value
-        self.x, new_server = self.algo.server_update(ctx, means)
+        self.x, new_server = algo.server_update(ctx, means)
         self.server = {**self.server, **new_server}
         norms = torch.stack(norms)  # [K, R, 2, s]
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
-        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local,
+        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
                            self.grad_evals / cfg.local_steps)
+
+    def _declared(self, y_local: tuple) -> tuple:
+        """``(y, local)`` unchanged, after checking that ``local`` holds exactly the declared local state."""
+        local = y_local[1]
+        if local.keys() != set(self.algo.local_state):
+            raise TypeError(f"{self.algo.name}: local state {sorted(local)} differs from its declared "
+                            f"local_state {sorted(self.algo.local_state)}")
+        return y_local
 
     def discrepancy(self) -> np.ndarray:
         """||x_t - x'_t||_2 per pair."""

@@ -82,6 +82,24 @@ class PairedRun:
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         self.rows: list = []
         self.local_rows: list = []
+        self.t = 0  # rounds done
+        self.finite = True  # False once the model or an evaluated loss is no longer finite
+
+    def step(self):
+        """Run the next round (``self.t + 1``) and log it: one metrics row per pair (evaluated every
+        ``eval_every`` rounds and at the last), local discrepancies at ``local_rounds``. The first call also
+        logs the initial model as round 0. Returns the engine's :class:`~stabkit.engine.paired.RoundRecord`;
+        ``self.finite`` says whether the state is still finite."""
+        self._log_initial()
+        t = self.t + 1
+        rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds)
+        self.finite = self._log(t, rec, evaluate=t % self.cfg.eval_every == 0 or t == self.cfg.rounds)
+        self.t = t
+        return rec
+
+    def _log_initial(self):
+        if not self.rows:
+            self._log(0, None, evaluate=True)
 
     def _log(self, t: int, rec, evaluate: bool) -> bool:
         """Append the rows of round t; return False if the state is no longer finite."""
@@ -118,17 +136,17 @@ class PairedRun:
                                                 "d": self.model.d,
                                                 "n_min": int(self.data.n_np[: self.task.num_train_clients].min())})
         start = time.perf_counter()
-        status, diverged_round, t = "completed", None, 0
+        status, diverged_round, t = "completed", None, self.t
         snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
         snapshots = [self.engine.x[0, 0].clone()]
         previous = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True)
         try:
-            self._log(0, None, evaluate=True)
-            for t in range(1, cfg.rounds + 1):
-                rec = self.engine.step(t - 1, track_local=(t - 1) in cfg.local_rounds)
-                evaluate = t % cfg.eval_every == 0 or t == cfg.rounds
-                if not self._log(t, rec, evaluate):
+            self._log_initial()
+            while self.t < cfg.rounds:
+                t = self.t + 1
+                self.step()
+                if not self.finite:
                     status, diverged_round = "diverged", t
                     break
                 if t in snapshot_rounds:

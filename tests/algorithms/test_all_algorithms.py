@@ -13,17 +13,16 @@ import pytest
 from stabkit import RunConfig
 from stabkit.algorithms import ALGORITHMS
 from stabkit.run.experiment import PairedRun
+from tests.helpers import metrics, tiny_run
 
 TWO_GRADIENTS = {"fedsam", "mofedsam", "fedasam"}
 COMMON = dict(rounds=4, pairs=2, local_steps=3, eval_every=2, local_rounds=(1,))
 
 
 def run_rounds(cfg):
+    """All rounds of ``cfg`` through the public ``PairedRun.step`` (logged); the gradient evaluations per round."""
     run = PairedRun(cfg)
-    evals = []
-    for t in range(cfg.rounds):
-        evals.append(run.engine.step(t).grad_evals)
-        run._log(t + 1, None, evaluate=(t + 1) % cfg.eval_every == 0)
+    evals = [run.step().grad_evals for _ in range(cfg.rounds)]
     return run, evals
 
 
@@ -31,7 +30,8 @@ def run_rounds(cfg):
 def test_null_pair_is_exactly_zero_and_runs_are_deterministic(algo):
     cfg = RunConfig(algo=algo, perturb="none", **COMMON)
     run, evals = run_rounds(cfg)
-    df = pd.concat(run.rows, ignore_index=True)
+    df = metrics(run)
+    assert list(df["round"].unique()) == list(range(cfg.rounds + 1)) and run.finite
     assert (df["disc"] == 0).all()
     state_cols = [c for c in df if c.startswith("disc_") and c != "disc_sq"]
     assert set(state_cols) == {f"disc_{n}" for n in run.algo.server_state}
@@ -40,7 +40,7 @@ def test_null_pair_is_exactly_zero_and_runs_are_deterministic(algo):
         assert np.array_equal(value[:, 0].numpy(), value[:, 1].numpy()), name
     again, _ = run_rounds(cfg)
     assert (run.engine.x == again.engine.x).all()
-    pd.testing.assert_frame_equal(df, pd.concat(again.rows, ignore_index=True))
+    pd.testing.assert_frame_equal(df, metrics(again))
     K = cfg.local_steps
     expected = 2.0 if algo in TWO_GRADIENTS else (K + 1) / K if algo == "mimelite" else 1.0
     assert evals == [expected] * cfg.rounds
@@ -51,3 +51,12 @@ def test_client_perturbation_separates_the_runs(algo):
     run, _ = run_rounds(RunConfig(algo=algo, perturb="client", **COMMON))
     disc = run.engine.discrepancy()
     assert np.isfinite(disc).all() and (disc > 0).all()
+
+
+@pytest.mark.parametrize("algo,expected", [("fedavg", 1.0), ("fedsam", 2.0), ("fedasam", 2.0),
+                                           ("mofedsam", 2.0), ("fedlesam", 1.0)])
+def test_gradient_evaluations_per_local_step(algo, expected):
+    run = tiny_run(algo)
+    assert [run.engine.step(t).grad_evals for t in range(3)] == [expected] * 3
+    run = PairedRun(RunConfig(algo=algo, rounds=2, pairs=1, local_steps=3))
+    assert [run.engine.step(t).grad_evals for t in range(2)] == [expected] * 2

@@ -1,0 +1,47 @@
+"""FedSAM's pinned update rule (fedswa.md §1.8): SAM around FedAvg's client rule.
+
+Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+"""
+import numpy as np
+import pytest
+
+from tests.helpers import LR, fedavg_server, grad, local_models, run_rounds, tiny_run, unit
+
+
+@pytest.mark.parametrize("ascent", ["loss", "processed"])
+def test_fedsam_two_rounds_with_weight_decay_and_clipping(ascent):
+    """g = clip(grad(y)) + wd y;  eps = rho a/||a|| with a = clip(grad(y)) (loss) or g (processed);
+    g_SAM = clip(grad(y + eps)) + wd y;  y <- y - lr g_SAM;  FedAvg server."""
+    rho, wd, clip = 0.3, 0.2, 0.5
+
+    def clipped(v):
+        return v * min(1.0, clip / (np.linalg.norm(v) + 1e-6))
+
+    x = np.zeros(2)
+    def step(i, y):
+        raw = clipped(grad(i, y))
+        a = raw if ascent == "loss" else raw + wd * y
+        eps = rho * unit(a)
+        return y - LR * (clipped(grad(i, y + eps)) + wd * y)
+
+    for _ in range(2):
+        x = fedavg_server(x, local_models(step, x))
+    run = tiny_run("fedsam", {"rho": rho, "ascent": ascent}, weight_decay=wd, clip=clip)
+    np.testing.assert_allclose(run_rounds(run, 2), x, rtol=0, atol=1e-12)
+    assert not np.allclose(x, run_rounds(tiny_run("fedavg", weight_decay=wd, clip=clip), 2), atol=1e-6)
+    other = "processed" if ascent == "loss" else "loss"
+    run_other = tiny_run("fedsam", {"rho": rho, "ascent": other}, weight_decay=wd, clip=clip)
+    assert not np.allclose(x, run_rounds(run_other, 2), atol=1e-6)  # the ascent choice matters here
+
+
+def test_fedsam_plain_two_rounds():
+    rho = 0.5
+    x = np.zeros(2)
+    def step(i, y):
+        eps = rho * grad(i, y) / np.linalg.norm(grad(i, y))
+        return y - LR * grad(i, y + eps)
+
+    for _ in range(2):
+        x = fedavg_server(x, local_models(step, x))
+    np.testing.assert_allclose(run_rounds(tiny_run("fedsam", {"rho": rho}), 2), x, rtol=0, atol=1e-12)
+

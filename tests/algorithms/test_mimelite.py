@@ -1,0 +1,24 @@
+"""MimeLite's pinned update rule (fedsagd.md §2.8).
+
+Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+"""
+import numpy as np
+
+from tests.helpers import K, LR, grad, local_models, pair0, tiny_run
+
+
+def test_mimelite_three_rounds_full_gradient_at_x_t():
+    """G_i = grad F_i(x_t) + wd x_t; y <- y - eta_l((1-beta) g + beta m); m <- (1-beta) mean G + beta m."""
+    beta, wd = 0.4, 0.05
+    x, m = np.zeros(2), np.zeros(2)
+    for _ in range(3):
+        ys = local_models(lambda i, y: y - LR * ((1 - beta) * (grad(i, y) + wd * y) + beta * m), x)
+        Gs = [grad(i, x) + wd * x for i in (0, 1)]
+        x = np.mean(ys, axis=0)
+        m = (1 - beta) * np.mean(Gs, axis=0) + beta * m
+    run = tiny_run("mimelite", {"beta": beta}, weight_decay=wd)
+    evals = [run.engine.step(t).grad_evals for t in range(3)]
+    np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pair0(run.engine.server["m"]), m, rtol=0, atol=1e-12)
+    assert evals == [(K + 1) / K] * 3  # K local gradients + one full gradient at x_t per round
+
