@@ -20,6 +20,7 @@ from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
 _RUN_DEFAULTS = RunConfig()
+ROUND_LISTS = ("local_rounds", "sharpness_rounds")  # options given as comma-separated round indices
 _TASK_DEFAULTS = TaskOptions()
 
 # (config key, click type, help). Defaults are read from the dataclasses.
@@ -57,6 +58,8 @@ OPTIONS = [
     ("eval_fraction", float, "compute the per-round metrics on this fixed fraction of every client's data and "
                              "of the test set (the same samples for both runs and every round); 1 = all"),
     ("local_rounds", str, "comma-separated rounds at which local discrepancy per local step is logged"),
+    ("sharpness_rounds", str, "comma-separated rounds whose global models' sharpness (Hessian λ_max, λ_max/λ_5, "
+                              "trace, SAM and average-direction sharpness) is measured, to RUN/sharpness.csv"),
 ]
 TASK_OPTIONS = [
     ("clients", int, "training clients M"),
@@ -87,7 +90,7 @@ def _default(key):
     if any(f.name == key for f in dataclasses.fields(TaskOptions)):
         return getattr(_TASK_DEFAULTS, key)
     value = getattr(_RUN_DEFAULTS, key)
-    return ",".join(map(str, value)) if key == "local_rounds" else value
+    return ",".join(map(str, value)) if key in ROUND_LISTS else value
 
 
 def _options(f):
@@ -120,11 +123,11 @@ def _convert(key, value):
             return int(value)
         except ValueError:
             raise ConfigError(f"invalid batch_size={value!r}: a positive integer or 'full'") from None
-    if key == "local_rounds" and isinstance(value, str):
+    if key in ROUND_LISTS and isinstance(value, str):
         try:
             return tuple(int(v) for v in value.split(",") if v.strip())
         except ValueError:
-            raise ConfigError(f"invalid local_rounds={value!r}: comma-separated round indices") from None
+            raise ConfigError(f"invalid {key}={value!r}: comma-separated round indices") from None
     return value
 
 
@@ -141,7 +144,8 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
             raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
         hp[name.strip()] = _parse_value(text.strip())
     values["hp"] = hp
-    values["local_rounds"] = _convert("local_rounds", values.get("local_rounds"))
+    for key in ROUND_LISTS:
+        values[key] = _convert(key, values.get(key))
     values["batch_size"] = _convert("batch_size", values.get("batch_size"))
     return RunConfig.from_dict(values)
 

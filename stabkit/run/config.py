@@ -67,6 +67,7 @@ class RunConfig:
     eval_every: int = 1
     eval_fraction: float = 1.0  # < 1: metrics on a fixed subset of each client's data and the test set
     local_rounds: tuple = (0,)
+    sharpness_rounds: tuple = ()  # rounds whose global models' sharpness is measured (stabkit.flatness.runlog)
     constants: bool = True  # estimate L, sigma_l, sigma_g, G, ... after the run (constants.json)
     augment: str = "none"  # coupled minibatch augmentation for image tasks (stabkit.engine.augment)
 
@@ -104,6 +105,8 @@ class RunConfig:
                 f"at most the number of clients ({self.task_options.clients})")
         require(all(isinstance(r, int) and 0 <= r < self.rounds for r in self.local_rounds), "local_rounds",
                 list(self.local_rounds), f"round indices in [0, {self.rounds})")
+        require(all(isinstance(r, int) and 0 <= r <= self.rounds for r in self.sharpness_rounds),
+                "sharpness_rounds", list(self.sharpness_rounds), f"round indices in [0, {self.rounds}]")
         require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", self.device,
                 "auto, cpu or cuda[:N]")
         require(isinstance(self.hp, dict), "hp", self.hp, "a mapping of hyperparameter names to values")
@@ -118,6 +121,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["local_rounds"] = list(self.local_rounds)
+        d["sharpness_rounds"] = list(self.sharpness_rounds)
         return d
 
     @classmethod
@@ -136,8 +140,9 @@ class RunConfig:
         if unknown:
             raise ConfigError(f"invalid config key {unknown[0]!r}: allowed keys are "
                               f"{', '.join(sorted(known | task_known))}")
-        if "local_rounds" in d:
-            d["local_rounds"] = tuple(d["local_rounds"])
+        for key in ("local_rounds", "sharpness_rounds"):
+            if key in d:
+                d[key] = tuple(d[key])
         try:
             return cls(task_options=TaskOptions(**opts), **d)
         except TypeError as e:  # wrong value types that dataclass construction itself rejects

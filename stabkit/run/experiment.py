@@ -26,6 +26,7 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import PairedEngine
 from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
@@ -82,6 +83,7 @@ class PairedRun:
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         self.rows: list = []
         self.local_rows: list = []
+        self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
 
     def _log(self, t: int, rec, evaluate: bool) -> bool:
         """Append the rows of round t; return False if the state is no longer finite."""
@@ -124,12 +126,15 @@ class PairedRun:
         torch.use_deterministic_algorithms(True)
         try:
             self._log(0, None, evaluate=True)
+            self._sharpness(0, None, out)
             for t in range(1, cfg.rounds + 1):
-                rec = self.engine.step(t - 1, track_local=(t - 1) in cfg.local_rounds)
+                rec = self.engine.step(t - 1, track_local=(t - 1) in cfg.local_rounds,
+                                       keep_clients=t in cfg.sharpness_rounds)
                 evaluate = t % cfg.eval_every == 0 or t == cfg.rounds
                 if not self._log(t, rec, evaluate):
                     status, diverged_round = "diverged", t
                     break
+                self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
                     snapshots.append(self.engine.x[0, 0].clone())
                 if progress is not None:
@@ -148,6 +153,10 @@ class PairedRun:
                             rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
         atomic_write_json(out / "summary.json", summary)
         return summary
+
+    def _sharpness(self, t: int, rec, out: Path) -> None:
+        if self.sharpness is not None:
+            self.sharpness.after_round(t, rec, out)
 
     def _flush(self, out: Path) -> pd.DataFrame:
         df = pd.concat(self.rows, ignore_index=True)
