@@ -68,3 +68,20 @@ class SharpnessLog:
                        spectrum_only=True)
         return {"local_lambda_max": cols["lambda_max"].reshape(2 * R, s).mean(1),
                 "local_loss": cols["loss"].reshape(2 * R, s).mean(1)}
+
+
+SUMMARY_COLUMNS = ("loss", "lambda_max", "lambda_ratio", "trace", "sam_0.05", "avg_0.05", "local_lambda_max")
+
+
+def final_sharpness(run_dir) -> dict:
+    """Means over pairs and trajectories of the last measured round of ``RUN/sharpness.csv``, as
+    ``sharp_<measure>`` columns (with ``sharp_round``); {} when the run measured none."""
+    from pathlib import Path
+
+    path = Path(run_dir) / "sharpness.csv"
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    last = df[df["round"] == df["round"].max()]
+    cols = [c for c in last.columns if c in SUMMARY_COLUMNS or c.startswith("sam_")]
+    return {"sharp_round": int(last["round"].iloc[0]), **{f"sharp_{c}": float(last[c].mean()) for c in cols}}
