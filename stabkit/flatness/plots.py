@@ -47,7 +47,7 @@ def _levels(results, key):
 def _panels(n, projection=None):
     fig = plt.figure(figsize=(PANEL[0] * n, PANEL[1]))
     axes = [fig.add_subplot(1, n, i + 1, projection=projection) for i in range(n)]
-    fig.subplots_adjust(wspace=0.18)
+    fig.subplots_adjust(wspace=0.35)
     return fig, axes
 
 
