@@ -70,7 +70,8 @@ def training_objective(run, fraction: float = 1.0) -> Objective:
 
     ev = Evaluator(run.model, run.data, run.nb, fraction, run.cfg.seed)
     x, y, _ = ev.train
-    return Objective(run.model, x, y, ev.train_w)
+    used = (ev.train_w != 0).any(0)  # samples of held-out and unused neighbour clients carry no weight
+    return Objective(run.model, x[used], y[used], ev.train_w[:, used])
 
 
 def client_objective(run, rows) -> Objective:
