@@ -44,3 +44,4 @@ recipes: $(STAMP)
 	  mkdir -p figures/recipes/$$r && cp runs/recipes/$$r/report/*.png figures/recipes/$$r/ && \
 	  echo "$$r: $$(( $$(date +%s) - start )) s" || exit 1; \
 	done
+	$(PY) figures/recipes/fedswa_flatness_landscape.py runs/recipes/fedswa_flatness_landscape

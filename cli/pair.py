@@ -21,6 +21,9 @@ from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
 
+ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
+
+
 def _click_type(hint):
     """The click type of a config field: Optional[X] -> X; int-or-'full' and comma-separated lists -> str."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -74,11 +77,11 @@ def _convert(key, value):
             return int(value)
         except ValueError:
             raise ConfigError(f"invalid batch_size={value!r}: a positive integer or 'full'") from None
-    if key == "local_rounds" and isinstance(value, str):
+    if key in ROUND_LISTS and isinstance(value, str):
         try:
             return tuple(int(v) for v in value.split(",") if v.strip())
         except ValueError:
-            raise ConfigError(f"invalid local_rounds={value!r}: comma-separated round indices") from None
+            raise ConfigError(f"invalid {key}={value!r}: comma-separated round indices") from None
     return value
 
 
@@ -95,7 +98,8 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
             raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
         hp[name.strip()] = _parse_value(text.strip())
     values["hp"] = hp
-    values["local_rounds"] = _convert("local_rounds", values.get("local_rounds"))
+    for key in ROUND_LISTS:
+        values[key] = _convert(key, values.get(key))
     values["batch_size"] = _convert("batch_size", values.get("batch_size"))
     return RunConfig.from_dict(values)
 

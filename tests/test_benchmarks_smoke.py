@@ -32,3 +32,13 @@ def test_op_profile_smoke():
     from benchmarks.op_profile import profile_workload
     table = profile_workload("W1", pairs=1, rounds=1, device="cpu", rows=5)
     assert "Self CPU" in table and "aten::" in table
+
+
+def test_flatness_benchmark_smoke(tmp_path):
+    from benchmarks import flatness
+
+    out = tmp_path / "flat.json"
+    flatness.main(["--only", "mlp,surface", "--probes", "4", "--points", "3", "--samples", "100", "--out", str(out)])
+    mlp, surface = json.loads(out.read_text())["cases"]
+    assert mlp["relative_error"] < 0.01 and mlp["trace_se"] > 0 and mlp["lanczos_iterations"] >= 1
+    assert surface["train_samples"] == 100 and surface["points"] == 3 and surface["surface_s"] > 0

@@ -37,6 +37,7 @@ class RoundRecord:
     theta_rms: np.ndarray  # rms of the same
     local: list = field(default_factory=list)  # (k, l1 [R, 2], l2 [R], l3 [R]) at requested rounds
     grad_evals: float = 1.0  # minibatch/full gradient evaluations per client per local step
+    clients: object = None  # [R, 2, s, d] the round's final local models, when asked for (keep_clients)
 
 
 PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they take at most this much memory
@@ -140,12 +141,13 @@ class PairedEngine:
             return x
         return crop_flip(x, self.cfg.seed, self._round, steps)
 
-    def step(self, t: int, track_local: bool = False) -> RoundRecord:
-        """Run round t on both trajectories of every pair and return what it measured."""
+    def step(self, t: int, track_local: bool = False, keep_clients: bool = False) -> RoundRecord:
+        """Run round t on both trajectories of every pair and return what it measured (``keep_clients``:
+        with the clients' final local models, e.g. for their sharpness)."""
         with threads_for(self.step_flops):
-            return self._step(t, track_local)
+            return self._step(t, track_local, keep_clients)
 
-    def _step(self, t: int, track_local: bool) -> RoundRecord:
+    def _step(self, t: int, track_local: bool, keep_clients: bool = False) -> RoundRecord:
         cfg, R, s, d = self.cfg, self.R, self.s, self.x.shape[-1]
         S, rows = self.round_rows(t)
         self._round = t
@@ -185,7 +187,7 @@ class PairedEngine:
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
         return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
-                           self.grad_evals / cfg.local_steps)
+                           self.grad_evals / cfg.local_steps, y if keep_clients else None)
 
     def _declared(self, y_local: tuple) -> tuple:
         """``(y, local)`` unchanged, after checking that ``local`` holds exactly the declared local state."""

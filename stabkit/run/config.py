@@ -81,6 +81,9 @@ class RunConfig:
                                   "1 = all")
     local_rounds: tuple = option((0,), "comma-separated rounds at which local discrepancy per local step is "
                                  "logged")
+    sharpness_rounds: tuple = option((), "comma-separated rounds whose global models' sharpness (Hessian "
+                                     "λ_max, λ_max/λ_5, trace, SAM and average-direction sharpness) is measured, "
+                                     "to RUN/sharpness.csv")
     constants: bool = option(True, "estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run "
                              "(constants.json)")
     augment: str = option("none", "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from "
@@ -120,6 +123,8 @@ class RunConfig:
                 f"at most the number of clients ({self.task_options.clients})")
         require(all(isinstance(r, int) and 0 <= r < self.rounds for r in self.local_rounds), "local_rounds",
                 list(self.local_rounds), f"round indices in [0, {self.rounds})")
+        require(all(isinstance(r, int) and 0 <= r <= self.rounds for r in self.sharpness_rounds),
+                "sharpness_rounds", list(self.sharpness_rounds), f"round indices in [0, {self.rounds}]")
         require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", self.device,
                 "auto, cpu or cuda[:N]")
         require(isinstance(self.hp, dict), "hp", self.hp, "a mapping of hyperparameter names to values")
@@ -139,6 +144,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["local_rounds"] = list(self.local_rounds)
+        d["sharpness_rounds"] = list(self.sharpness_rounds)
         return d
 
     @classmethod
@@ -157,8 +163,9 @@ class RunConfig:
         if unknown:
             raise ConfigError(f"invalid config key {unknown[0]!r}: allowed keys are "
                               f"{', '.join(sorted(known | task_known))}")
-        if "local_rounds" in d:
-            d["local_rounds"] = tuple(d["local_rounds"])
+        for key in ("local_rounds", "sharpness_rounds"):
+            if key in d:
+                d[key] = tuple(d[key])
         try:
             return cls(task_options=TaskOptions(**opts), **d)
         except TypeError as e:  # wrong value types that dataclass construction itself rejects

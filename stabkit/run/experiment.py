@@ -26,6 +26,7 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import PairedEngine
 from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
@@ -82,6 +83,7 @@ class PairedRun:
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         self.rows: list = []
         self.local_rows: list = []
+        self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
         self.t = 0  # rounds done
         self.finite = True  # False once the model or an evaluated loss is no longer finite
 
@@ -92,7 +94,8 @@ class PairedRun:
         ``self.finite`` says whether the state is still finite."""
         self._log_initial()
         t = self.t + 1
-        rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds)
+        rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
+                               keep_clients=t in self.cfg.sharpness_rounds)
         self.finite = self._log(t, rec, evaluate=t % self.cfg.eval_every == 0 or t == self.cfg.rounds)
         self.t = t
         return rec
@@ -143,12 +146,14 @@ class PairedRun:
         torch.use_deterministic_algorithms(True)
         try:
             self._log_initial()
+            self._sharpness(0, None, out)
             while self.t < cfg.rounds:
                 t = self.t + 1
-                self.step()
+                rec = self.step()
                 if not self.finite:
                     status, diverged_round = "diverged", t
                     break
+                self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
                     snapshots.append(self.engine.x[0, 0].clone())
                 if progress is not None:
@@ -169,6 +174,10 @@ class PairedRun:
                             rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
         atomic_write_json(out / "summary.json", summary)
         return summary
+
+    def _sharpness(self, t: int, rec, out: Path) -> None:
+        if self.sharpness is not None:
+            self.sharpness.after_round(t, rec, out)
 
     def _flush(self, out: Path) -> pd.DataFrame:
         df = pd.concat(self.rows, ignore_index=True)

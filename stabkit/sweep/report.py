@@ -7,6 +7,9 @@ Writes to ``DIR/report/`` (or ``out``):
 * ``jobs.csv``: one row per job: swept values, state, error, and ``stabkit bounds``' summary row (D_T,
   growth-law fits, predicted rates, Libra's T*, excess risk at T);
 * ``bounds.csv``: every instantiated bound of every job (validity, tightness, holds);
+* with sharpness measured (``sharpness_rounds``): ``sharp_*`` columns in ``jobs.csv`` (last measured round,
+  mean over pairs and trajectories), ``flatness.csv``, ``flatness_claims.csv`` (FedSWA paper F1-F4) and the
+  ``sharpness_vs_discrepancy`` figure (:mod:`stabkit.flatness.report`);
 * figures (PNG + PDF): ``discrepancy`` (D_t per setting, mean over seeds and pairs, band ±1 std),
   ``local`` (local discrepancy vs local step, if logged), and for every numeric swept axis ``vs_<axis>``:
   final discrepancy, fitted growth parameters and Libra's excess risk against the axis (error bars: std
@@ -28,6 +31,8 @@ import seaborn as sns  # noqa: E402
 
 from stabkit.analysis.run_analysis import analyze  # noqa: E402
 from stabkit.errors import require  # noqa: E402
+from stabkit.flatness.report import flatness_report  # noqa: E402
+from stabkit.flatness.runlog import final_sharpness  # noqa: E402
 from stabkit.analysis.plots import STYLE, _colors, _save  # noqa: E402
 from stabkit.run.runstore import atomic_write_csv, load_run  # noqa: E402
 from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
@@ -64,6 +69,7 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
                 row["excess_risk_T"] = _excess_risk_T(a)
                 row["libra_bound_T"] = float(a.libra["total"][-1]) if a.libra else np.nan
                 bound_rows += [{"job": job_id, **b} for b in a.bound_rows()]
+            row.update(final_sharpness(path))
         rows.append(row)
     require(bool(tables), "sweep", str(root), "no job has metrics yet (run `stabkit sweep` first)")
     paths = {"table": _write_table(pd.concat(tables, ignore_index=True), out, fmt)}
@@ -74,6 +80,9 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     paths["jobs"], paths["bounds"] = out / "jobs.csv", out / "bounds.csv"
     if plot:
         paths["figures"] = draw_figures(man["spec"].get("name", "sweep"), settings, jobs, analyses, out)
+    flat = flatness_report(jobs, settings, out, plot)  # sharpness beside the discrepancy, F1-F4
+    paths["figures"] = paths.get("figures", []) + flat.pop("figures", [])
+    paths.update(flat)
     return paths
 
 

@@ -1,0 +1,48 @@
+"""``stabkit sharpness RUN [--round T]``: scalar sharpness of a run's saved global models (fedswa.md §3.9 L3).
+
+Every pair and trajectory saved after round T: Hessian lambda_max ... lambda_5 (Lanczos, convergence
+reported), lambda_max / lambda_5, Hutchinson trace with its standard error, SAM sharpness by projected
+ascent and average-direction sharpness at each ``--radius``. Writes ``sharpness_round_T.csv`` and
+``.json`` (settings) to the run directory (or ``--out``) and prints the means over pairs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+DEFAULT_RADII = "0.01,0.05,0.1"
+
+
+@click.command()
+@click.argument("run_dir")
+@click.option("--round", "round_", type=int, default=None, help="saved round T (default: the last saved)")
+@click.option("--radius", "radii", default=DEFAULT_RADII, show_default=True,
+              help="comma-separated radii r > 0 of the SAM ball and the average-direction sphere")
+@click.option("--probes", default=100, show_default=True, help="Hutchinson probes (0: no trace)")
+@click.option("--directions", default=20, show_default=True, help="Monte-Carlo directions, average sharpness")
+@click.option("--sam-steps", default=10, show_default=True, help="projected-ascent steps")
+@click.option("--tol", default=1e-3, show_default=True, help="Lanczos: relative residual of lambda_max ... lambda_5")
+@click.option("--fraction", default=1.0, show_default=True, help="fixed fraction of every client's samples")
+@click.option("--seed", default=0, show_default=True, help="seed of the Lanczos start, probes and directions")
+@click.option("--out", default=None, help="directory for the tables (default RUN)")
+def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fraction, seed, out):
+    """Hessian spectrum, trace, SAM and average-direction sharpness of saved global models."""
+    from stabkit.errors import ConfigError
+    from stabkit.flatness.saved import measure_saved
+
+    try:
+        radii_t = tuple(float(r) for r in radii.split(",") if r.strip())
+    except ValueError:
+        raise ConfigError(f"invalid radius={radii!r}: comma-separated numbers > 0") from None
+    from stabkit.flatness.measure import SharpnessSettings
+
+    settings = SharpnessSettings(radii=radii_t, sam_steps=sam_steps, directions=directions, probes=probes,
+                                 lanczos_tol=tol, fraction=fraction, seed=seed)
+    df, path = measure_saved(run_dir, round_, settings, Path(out) if out else None)
+    cols = [c for c in df.columns if c not in ("round", "pair", "traj") and not c.endswith("_se")]
+    click.echo(df.groupby("traj")[cols].mean().T.to_string(float_format=lambda v: f"{v:.4g}"))
+    click.echo(f"written to {path}")
+
+
+command = sharpness

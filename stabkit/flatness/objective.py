@@ -1,0 +1,84 @@
+"""A weighted training loss of Q models at once: F_q(theta_q) = sum_n w[q, n] loss_n(theta_q).
+
+One object serves every sharpness measure: ``loss`` (forward only), ``grad`` (the engine's batched
+evaluation, the hand-written fast path where the model has one) and ``hvp`` (forward-over-reverse
+``jvp(grad)`` of the sum over models, whose Hessian is block diagonal, so one call gives every model's
+Hessian-vector product). Data are processed in memory-bounded chunks and the chunks' results summed.
+Weights of a trajectory's training objective are ``Evaluator.train_w`` (client-uniform, all of the data
+or a fixed paired subset); a client's local objective puts 1/n_i on its own samples.
+"""
+from __future__ import annotations
+
+import torch
+from torch.func import grad, jvp, vmap
+
+from stabkit.engine.flatmodel import FlatModel
+
+HVP_MEMORY_FACTOR = 3  # forward-over-reverse keeps tangents of activations and their gradients too
+
+
+class Objective:
+    """Weighted losses of models ``theta [Q, d]`` on shared data ``x [N, ...]``, weights ``w [Q, N]``."""
+
+    def __init__(self, model: FlatModel, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
+        self.model, self.x, self.y, self.w = model, x, y, w
+        self.Q = w.shape[0]
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of one gradient of all models (forward + backward), for the thread policy."""
+        return self.model.flops_per_sample(self.x[:1], self.y[:1]) * len(self.x) * self.Q
+
+    def select(self, index) -> "Objective":
+        """The objective of a subset (or repetition) of the models: weights ``w[index]``."""
+        return Objective(self.model, self.x, self.y, self.w[index])
+
+    def repeat(self, times: int) -> "Objective":
+        """The same Q objectives for ``times * Q`` models stacked block-wise (``theta.repeat(times, 1)``)."""
+        return Objective(self.model, self.x, self.y, self.w.repeat(times, 1))
+
+    @torch.no_grad()
+    def loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """F_q(theta_q) ``[Q]``."""
+        losses, _ = self.model.losses(theta, self.x, self.y)
+        return (losses * self.w).sum(1)
+
+    def grad(self, theta: torch.Tensor) -> tuple:
+        """(gradient ``[Q, d]``, F ``[Q]``) at ``theta``."""
+        with torch.enable_grad():
+            g, losses, _ = self.model.evaluate(theta, self.x, self.y, self.w)
+        return g.detach(), (losses.detach() * self.w).sum(1)
+
+    def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q."""
+        model = self.model
+        per_model = lambda th, xc, yc: model.per_sample_loss(model.forward(th, xc), yc)
+        out = torch.zeros_like(theta)
+        for chunk in model._chunks(self.x, self.Q * HVP_MEMORY_FACTOR):
+            xc, yc, wc = self.x[chunk], self.y[chunk], self.w[:, chunk]
+            total = lambda th: (vmap(per_model, in_dims=(0, None, None))(th, xc, yc) * wc).sum()
+            with torch.enable_grad():
+                out += jvp(grad(total), (theta,), (v,))[1].detach()
+        return out
+
+
+def training_objective(run, fraction: float = 1.0) -> Objective:
+    """The training objectives f = (1/M) sum_i F_i of both trajectories of every pair of a
+    ``PairedRun`` (2R models, pair-major: row 2r + j), on all data or a fixed paired subset
+    (``fraction`` of every client's samples, the subset ``--eval-fraction`` uses)."""
+    from stabkit.engine.evaluation import Evaluator
+
+    ev = Evaluator(run.model, run.data, run.nb, fraction, run.cfg.seed)
+    x, y, _ = ev.train
+    used = (ev.train_w != 0).any(0)  # samples of held-out and unused neighbour clients carry no weight
+    return Objective(run.model, x[used], y[used], ev.train_w[:, used])
+
+
+def client_objective(run, rows) -> Objective:
+    """Local objectives F_i (mean loss on client row i's own training samples) of ``rows [Q]``."""
+    data = run.data
+    rows_t = torch.as_tensor(rows, device=data.flat_owner.device).reshape(-1)
+    keep = torch.isin(data.flat_owner, rows_t)
+    owner = data.flat_owner[keep]
+    w = (owner[None, :] == rows_t[:, None]).to(data.dtype)
+    return Objective(run.model, data.flat_x[keep], data.flat_y[keep], w / w.sum(1, keepdim=True))

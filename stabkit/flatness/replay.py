@@ -1,0 +1,29 @@
+"""Client models of a saved round, by replaying the run.
+
+The model-plane picture (fedswa.md §3.9 L2, the paper's Fig. 1(f) / Fig. 2) needs the clients' local
+models θ_{i,K} of a round next to the server model. A run saves only global models, and the local models
+of stateful algorithms (FedMoSWA's control variates, MoFedSAM's momentum, ...) depend on state the saved
+models do not hold, so restarting local training from a saved x_T would give other client models than the
+run had. A paired run is deterministic (same seed -> identical metrics), so the run is replayed from its
+configuration through round T: round T's clients and their final local models are exactly the ones whose
+average (with the algorithm's server step) gave x_T, and the replayed x_T is checked against the saved one.
+"""
+from __future__ import annotations
+
+import torch
+
+from stabkit.errors import require
+
+
+def replay_clients(run, T: int) -> tuple:
+    """Run a freshly built ``PairedRun`` through round T; return (x_T ``[R, 2, d]``, round T's record with
+    ``clients [R, 2, s, d]`` and ``rows [R, 2, s]``)."""
+    require(T >= 1, "round", T, "a round >= 1 for client models (round 0 is the shared start: no clients yet)")
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # as during the run
+    try:
+        for t in range(T):
+            rec = run.engine.step(t, keep_clients=t == T - 1)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    return run.engine.x, rec

@@ -1,0 +1,87 @@
+"""``--sharpness-rounds``: the sharpness of both trajectories' global models measured during a paired run.
+
+At each chosen round t (after round t's server update; t = 0 is the shared start) every measure of
+:mod:`stabkit.flatness.measure` is taken for the global model of every pair and trajectory on its own
+training objective f = (1/M) sum_i F_i -- over the run's ``--eval-fraction`` subset of every client's
+samples (all of them by default) -- and, for the claims about local flatness (fedswa.md §4.F F4), the
+top Hessian eigenvalue of each of round t's clients at its final local model on its own data
+(``local_lambda_max``, ``local_loss``: means over the round's clients). Rows go to ``RUN/sharpness.csv``
+(one per round x pair x trajectory), the settings to ``RUN/sharpness.json``; both written atomically.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+
+from stabkit.flatness.measure import SharpnessSettings, measure
+from stabkit.flatness.objective import client_objective, training_objective
+from stabkit.run.runstore import atomic_write_csv, atomic_write_json
+
+TRAJ = ("a", "b")
+
+
+def objective_note(fraction: float) -> str:
+    where = "all" if fraction >= 1 else f"a fixed fraction {fraction:g} (the same positions in both runs)"
+    return (f"each trajectory's training objective f = (1/M) sum_i F_i (client-uniform weights) on {where} "
+            "of every client's training samples")
+
+
+class SharpnessLog:
+    """Measures and writes sharpness at the run's ``sharpness_rounds``."""
+
+    def __init__(self, run, settings: SharpnessSettings | None = None):
+        self.run = run
+        self.rounds = set(run.cfg.sharpness_rounds)
+        self.settings = settings or SharpnessSettings(fraction=run.cfg.eval_fraction, seed=run.cfg.seed)
+        self.objective = None
+        self.frames = []
+
+    def after_round(self, t: int, rec, out) -> None:
+        """Measure round t if it is a sharpness round (and the state is finite); rewrite the files."""
+        x = self.run.engine.x
+        if t not in self.rounds or not bool(torch.isfinite(x).all()):
+            return
+        if self.objective is None:
+            self.objective = training_objective(self.run, self.settings.fraction)
+        R, _, d = x.shape
+        cols = measure(self.objective, x.reshape(2 * R, d), self.settings)
+        frame = pd.DataFrame({"round": t, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
+                              **{k: np.asarray(v) for k, v in cols.items()}})
+        if rec is not None and rec.clients is not None:
+            frame = frame.assign(**self._local(rec))
+        self.frames.append(frame)
+        atomic_write_csv(out / "sharpness.csv", pd.concat(self.frames, ignore_index=True))
+        atomic_write_json(out / "sharpness.json", {"settings": self.settings.to_dict(),
+                                                   "objective": objective_note(self.settings.fraction),
+                                                   "samples": int(len(self.objective.x)),
+                                                   "local": "top Hessian eigenvalue of F_i at each of the "
+                                                            "round's final local models, mean over clients"})
+
+    def _local(self, rec) -> dict:
+        clients = rec.clients  # [R, 2, s, d]
+        R, _, s, d = clients.shape
+        local = dataclasses.replace(self.settings, top=1)
+        cols = measure(client_objective(self.run, rec.rows.reshape(-1)), clients.reshape(-1, d), local,
+                       spectrum_only=True)
+        return {"local_lambda_max": cols["lambda_max"].reshape(2 * R, s).mean(1),
+                "local_loss": cols["loss"].reshape(2 * R, s).mean(1)}
+
+
+SUMMARY_COLUMNS = ("loss", "lambda_max", "lambda_ratio", "trace", "sam_0.05", "avg_0.05", "local_lambda_max")
+
+
+def final_sharpness(run_dir) -> dict:
+    """Means over pairs and trajectories of the last measured round of ``RUN/sharpness.csv``, as
+    ``sharp_<measure>`` columns (with ``sharp_round``); {} when the run measured none."""
+    from pathlib import Path
+
+    path = Path(run_dir) / "sharpness.csv"
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    last = df[df["round"] == df["round"].max()]
+    cols = [c for c in last.columns if c in SUMMARY_COLUMNS or c.startswith("sam_")]
+    return {"sharp_round": int(last["round"].iloc[0]), **{f"sharp_{c}": float(last[c].mean()) for c in cols}}
