@@ -26,16 +26,38 @@ def _text(a) -> str:
     bounds = a.bound_rows()
     if bounds:
         lines.append(f"{'bound':<34} {'on':<12} {'form':<10} {'valid':<6} {'bound_T':>10} {'bound/meas':>10} "
-                     f"{'holds':<6} failed conditions")
+                     f"{'holds':<6} {'undef':>5} failed conditions")
         for b in bounds:
             lines.append(f"{b['bound']:<34} {b['quantity']:<12} {b['form']:<10} {str(b['valid']):<6} "
-                         f"{b['bound_T']:>10.4g} {b['tightness_T']:>10.3g} {str(b['holds']):<6} {b['failed']}")
+                         f"{b['bound_T']:>10.4g} {b['tightness_T']:>10.3g} {_holds(b['holds']):<6} "
+                         f"{b['undefined']:>5} {b['failed']}")
+        for b in bounds:
+            if b["undefined_cause"]:
+                lines.append(f"  {b['bound']} ({b['form']}) undefined at {b['undefined']} of {row['T']} rounds: "
+                             f"{b['undefined_cause']}" + (f"; holds = {b['holds']} on the rounds where it is defined"
+                                                          if b["holds"] is not None else "; defined at no round"))
     if a.libra:
         lines.append(f"Libra (Corollary 1 on measured s_t, g_t; L = {a.libra['L']:.3g}, C = {a.libra['C']:.3g}): "
-                     f"T* = {a.libra['T_star']} ({a.libra['regime']}); fitted e_t = phi1 s_t + phi2 g_t "
-                     f"(phi1 = {a.libra['phi1']:.3g}, phi2 = {a.libra['phi2']:.3g}): T* = {a.libra['T_star_fit']} "
-                     f"({a.libra['regime_fit']}); measured test-loss minimum at t = {a.libra['test_loss_argmin']}")
+                     f"T* = {a.libra['T_star']} ({a.libra['regime']}); measured test-loss minimum at "
+                     f"t = {a.libra['test_loss_argmin']}")
+        lines.append(_libra_fit(a.libra))
     return "\n".join(lines)
+
+
+def _holds(h) -> str:
+    return "undef" if h is None else str(h)
+
+
+def _libra_fit(lib: dict) -> str:
+    """The §3.4 fit line: its T* only when both coefficients are identified (off their bound 0)."""
+    coefs = ", ".join(f"{k} = {lib[k]:.3g} (unconstrained 95% CI [{lib[k + '.ci'][0]:.3g}, {lib[k + '.ci'][1]:.3g}])"
+                      for k in ("phi1", "phi2"))
+    head = f"Libra §3.4 fit e_t = phi1 s_t + phi2 g_t: {coefs}"
+    if lib["fit_degenerate"]:
+        what = ("the stability term is not identified by this run" if "phi1" in lib["fit_on_bound"]
+                else "the gradient term is not identified by this run")
+        return f"{head}: degenerate ({' and '.join(lib['fit_on_bound'])} on its bound 0; {what}), no fitted T*"
+    return f"{head}: fitted T* = {lib['T_star_fit']} ({lib['regime_fit']})"
 
 
 def _flat(row: dict) -> dict:

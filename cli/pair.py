@@ -16,7 +16,7 @@ import click
 from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun, default_out_dir
-from stabkit.run.presets import preset_values
+from stabkit.run.presets import preset_reading, preset_values
 from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
@@ -86,12 +86,19 @@ def _convert(key, value):
 
 
 def build_config(params: dict, explicit: set, config_path, hp_items, preset=None) -> RunConfig:
-    """Merge preset, config file and command line (explicit options win, then the file) into a RunConfig."""
-    values = {**(preset_values(preset) if preset else {}), **(read_mapping(config_path, "config", "run config") if config_path else {})}
+    """Merge preset (with its code reading of the chosen algorithm), config file and command line (explicit
+    options win, then the file, then the preset) into a RunConfig."""
+    file_values = read_mapping(config_path, "config", "run config") if config_path else {}
+    values, hp = {}, {}
+    if preset:
+        algo = params["algo"] if "algo" in explicit else file_values.get("algo", params["algo"])
+        reading = preset_reading(preset, algo)
+        values, hp = {**preset_values(preset), **reading.run}, dict(reading.hp)
+    values.update(file_values)
     for key, value in params.items():
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)
-    hp = dict(values.get("hp") or {})
+    hp.update(values.get("hp") or {})
     for item in hp_items:
         name, sep, text = item.partition("=")
         if not sep or not name:

@@ -102,3 +102,28 @@ def test_bounds_cli_bad_input(tmp_path, capsys):
         main(["bounds", str(tmp_path / "nope")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "metrics.csv" in err and len(err.strip().splitlines()) == 1
+
+
+def test_holds_is_decided_where_the_bound_is_defined():
+    """A bound with NaN/inf rounds: `holds` on the defined rounds only, the undefined ones counted with their
+    cause; a bound defined nowhere has holds None and says why (libra.stability corrected on the demo)."""
+    from pathlib import Path
+
+    from stabkit.analysis.bounds import Bound, Setting
+    from stabkit.analysis.run_analysis import Analysis
+
+    measured = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    st = Setting(algo="fedavg", hp={}, K=1, T=5, s=1, M=1, n=1, b=1, lr=np.full(5, 0.1),
+                 measured={"disc": measured})
+    over = Bound("b.over", "fedavg", "disc", "paper", "", np.array([0.0, 2.0, 3.0, np.inf, np.inf, np.nan]))
+    below = Bound("b.below", "fedavg", "disc", "paper", "", np.array([0.0, 2.0, 1.0, np.nan, 9.0, 9.0]))
+    nowhere = Bound("b.nan", "fedavg", "disc", "unavailable", "", np.full(6, np.nan), note="constant 'L' missing")
+    rows = {r["bound"]: r for r in Analysis(Path("r"), None, st, None, [over, below, nowhere]).bound_rows()}
+    assert rows["b.over"]["holds"] is True and rows["b.over"]["undefined"] == 3
+    assert rows["b.over"]["undefined_cause"] == ("overflows to inf from t = 3 (the recursion exceeds the float "
+                                                 "range; vacuous there); NaN from t = 5 after the overflow "
+                                                 "(inf·0 or inf − inf)")
+    assert rows["b.below"]["holds"] is False and rows["b.below"]["undefined"] == 1
+    assert rows["b.below"]["undefined_cause"] == "NaN from t = 3"
+    assert rows["b.nan"]["holds"] is None and rows["b.nan"]["undefined"] == 5
+    assert rows["b.nan"]["undefined_cause"] == "NaN at every round: constant 'L' missing"

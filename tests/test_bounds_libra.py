@@ -114,6 +114,7 @@ def test_measurement_u_shape_overfits():
     assert 0 < ts < 100 and lb.fitting_regime(e2) == "over-fitting"
     fit = lb.fit_excess_risk(0.5 * s + 2.0 * g, s, g)
     assert fit["phi1"] == pytest.approx(0.5) and fit["phi2"] == pytest.approx(2.0)
+    assert not fit["degenerate"] and fit["on_bound"] == []
     assert fit["T_star"] == lb.minimum_excess_risk_round(0.5 * s + 2.0 * g)
     assert 0 < fit["T_star"] < 100
 
@@ -133,6 +134,26 @@ def test_nnls_nonnegative():
     s, g = t / 50, np.exp(-t / 10)
     fit = lb.fit_excess_risk(2 * s - 0.5 * g, s, g)  # a negative phi2 is not allowed
     assert fit["phi1"] >= 0 and fit["phi2"] == 0
+    assert fit["degenerate"] and fit["on_bound"] == ["phi2"] and fit["T_star"] is None
+    lo, hi = fit["phi2.ci"]  # the unconstrained estimate -0.5 (exact data: a zero-width interval)
+    assert lo == pytest.approx(-0.5) and hi == pytest.approx(-0.5)
+
+
+def test_fit_with_the_stability_term_on_its_bound_is_degenerate_with_an_interval():
+    """The demo's case: the excess risk falls like the gradient norm while s_t grows, so NNLS puts phi1 on 0.
+    The fit is then g_t scaled (its argmin is the g_t curve's), so no T* is reported; the unconstrained
+    interval of phi1 lies below 0 (the run's data ask for a negative stability coefficient)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(101.0)
+    s, g = 1e-2 * t, 5.0 / (1 + t) + 0.1
+    e = 1.5 * g - 0.02 * s + 0.01 * rng.standard_normal(t.size)
+    fit = lb.fit_excess_risk(e, s, g, start=1)
+    assert fit["phi1"] == 0 and fit["phi2"] > 1 and fit["degenerate"] and fit["on_bound"] == ["phi1"]
+    assert fit["T_star"] is None
+    lo, hi = fit["phi1.ci"]
+    assert lo < -0.02 < hi < 0
+    lo2, hi2 = fit["phi2.ci"]
+    assert lo2 < 1.5 < hi2
 
 
 def test_registered_excess_risk_on_measured_curves():
@@ -146,3 +167,11 @@ def test_registered_excess_risk_on_measured_curves():
     for algo, hp in (("fosm", {"beta": 0.3, "nu": 1.0}), ("fedavgm", {"beta": 0.3}), ("fosm_ema", {"beta": 0.3})):
         names = {x.name for x in bounds_for(setting(algo, hp=hp, measured=m))}
         assert {"libra.stability", "libra.fosm_closed", "libra.excess_risk", "libra.e_min", "libra.rate"} <= names
+
+
+def test_s_r1_overflows_to_inf_not_nan():
+    """With eta_g = 1 the (1 - eta_g) sqrt(s) term is 0 even after s overflows: the bound is inf (vacuous), not
+    NaN (the demo's libra.stability corrected)."""
+    with np.errstate(over="ignore"):  # as bounds_for evaluates every bound
+        s = lb.stability_r1(np.full(400, 1.0), 1.0, 50.0, 10, 0.5, 0.3, 10, 1000)
+    assert np.isinf(s[-1]) and not np.isnan(s).any() and np.isfinite(s[:5]).all()

@@ -11,7 +11,8 @@ client_step / client_final`` + server update, with every piece of state handed i
 * ``grad_point(ctx, step, y, local) -> z``: where the engine evaluates step k's minibatch gradient (``y``
   by default; lookahead / perturbed methods move it);
 * ``client_step(ctx, step, y, local, g) -> (y, local)``: one local step from the processed gradient ``g``
-  (the engine's clipping and weight decay already applied);
+  (the engine's clipping applied; its weight decay too under ``weight_decay_placement=gradient``, while the
+  default ``direction`` adds ``lr_k wd y`` to the step after this hook);
 * ``client_final(ctx, start, y, local) -> (uploads, client)``: what each client uploads (averaged over the
   round's clients by the engine) and its new per-client state; ``start`` is where local training started;
 * ``server_update(ctx, means) -> (x_{t+1}, server)``: the new global model and server state.
@@ -108,7 +109,7 @@ class RoundContext:
     num_clients: int  # M, training population size
     sampled: int  # s, clients per round
     full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
-    process: Callable  # (g, y) -> g clipped and with weight decay at y, as the engine treats every gradient
+    process: Callable  # (g, y) -> g as the engine treats every gradient (clipped; + wd y under placement gradient)
 
 
 class Step(NamedTuple):

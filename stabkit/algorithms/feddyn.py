@@ -9,7 +9,10 @@ State: client h_i, server h (zero at t = 0).
             analysis:  x_{t+1} = x_t + eta mean_i d_i            (App. C drops the h-correction)
 
 Variant ``server`` (spec §2.4 / errata 6): ``original`` (default, Acar et al.; needs lam > 0) or
-``analysis``. h is maintained in both. With server=analysis and lam = 0, FedDyn is FedAvg bit for bit.
+``analysis``. h is maintained in both. Variant ``anchor`` (fedinit.md §1.3, F-U25; matters only under a
+relaxed initialisation): ``x_t`` (default; RI moves only the start point) or ``start`` (the FedInit code:
+the penalty lam (y - y_0), the h_i update and the server's h use the relaxed start point y_0).
+With server=analysis and lam = 0, FedDyn is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
@@ -23,6 +26,8 @@ class FedDynParams(HParams):
     lam: float = hp(0.01, "dynamic regularisation weight lambda (Acar et al.'s alpha)", low=0.0)
     server: str = choice("original", "server rule: original = mean_i y_i - h/lambda (Acar et al.), "
                          "analysis = mean_i y_i (the paper's App. C simplification)", ("original", "analysis"))
+    anchor: str = choice("x_t", "point the dual correction is anchored at: x_t (default) or start = the client's "
+                         "(relaxed) start point y_0, as the FedInit code does with RI", ("x_t", "start"))
 
     def __post_init__(self):
         super().__post_init__()
@@ -38,16 +43,26 @@ class FedDyn(Algorithm):
     server_state = ("h",)
     client_state = ("h_i",)
 
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.local_state = ("anchor",) if self.p.anchor == "start" else ()
+
+    def _anchor(self, ctx, local):
+        return local["anchor"] if self.p.anchor == "start" else ctx.x_clients
+
     def client_step(self, ctx, step, y, local, g):
-        return descend(y, step.lr, g - ctx.client["h_i"] + self.p.lam * (y - ctx.x_clients)), local
+        if self.p.anchor == "start" and step.k == 0:  # the first step's y is where local training starts
+            local = {**local, "anchor": y}
+        return descend(y, step.lr, g - ctx.client["h_i"] + self.p.lam * (y - self._anchor(ctx, local))), local
 
     def client_final(self, ctx, start, y, local):
-        d = client_delta(ctx, y)
-        return {"delta": d}, {"h_i": ctx.client["h_i"] - self.p.lam * d}
+        d = y - self._anchor(ctx, local)
+        uploads = {"delta": client_delta(ctx, y), "h_delta": d} if self.p.anchor == "start" else {"delta": d}
+        return uploads, {"h_i": ctx.client["h_i"] - self.p.lam * d}
 
     def server_update(self, ctx, means):
         lam = self.p.lam
-        h = ctx.server["h"] - (lam * ctx.sampled / ctx.num_clients) * means["delta"]
+        h = ctx.server["h"] - (lam * ctx.sampled / ctx.num_clients) * means.get("h_delta", means["delta"])
         x = server_step(ctx, means["delta"])
         if self.p.server == "original":
             x = x - h / lam

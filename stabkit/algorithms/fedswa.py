@@ -15,7 +15,7 @@ FedSWA (§1.3): local SGD with the schedule, server as above. rho = 1, alpha = 1
 FedMoSWA (§1.4): clients keep c_i, the server keeps m (both zero-initialised unless ``init = grad``):
 
     local:    y <- y - eta_k (g - c_i + m)                                            (Eq. 5)
-    Option I: c_i^+ = grad F_i(x_{t-1})  (full local gradient, treated like g: clipping + weight decay)
+    Option I: c_i^+ = grad F_i(x_{t-1})  (full local gradient, treated like g by ``ctx.process``)
     Option II: c_i^+ = c_i - m + (y_0 - y_K) / sum_k eta_k  (exact sum of the round's step lrs, U5)
     upload:   c_i^+ - m  (not c_i^+ - c_i);  server  m <- m + gamma mean_i (c_i^+ - m)  (Eq. 7)
     model:    the SWA server above.
@@ -24,7 +24,10 @@ Variants of the spec's UNCERTAIN items: ``option`` = II (paper's experiments, de
 c_i^+ at x_{t-1} after the round, U4) | I_same_round (the proofs' timing: c_i = grad F_i(x_{t-1}) and the new
 m are computed before the local steps and used in the same round, U4); ``init`` (U6) = zeros (code, default)
 | grad (theory: at round 0 every sampled client's c_i = grad F_i(x_0) and m^0 = their mean; exact under full
-participation, clients first sampled later keep c_i = 0). Under a relaxed initialisation Option II measures
+participation, clients first sampled later keep c_i = 0) | first_upload (code: zeros, and round 0's server step
+is m = mean_i (c_i^+ - m), gamma = 1 once); ``denominator`` (U5) = exact (paper) | code (K eta_l (1 + rho)/2).
+The code's reading (fedswa.md §1.10) is gamma = 0.1, init = first_upload, denominator = code (the
+``fedswa-*`` presets). Under a relaxed initialisation Option II measures
 the local displacement from the actual start point y_0.
 
 FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same class).
@@ -40,9 +43,13 @@ _ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper
               "UNCERTAIN-U7; 1 = plain averaging)")
 _GAMMA_DOC = "server control-variable rate gamma: m <- m + gamma mean_i (c_i^+ - m)"
 _OPTION_DOC = "control-variate refresh: II (paper) | I (SCAFFOLD timing) | I_same_round (proofs' timing)"
-_INIT_DOC = "initial c_i, m (UNCERTAIN-U6): zeros (code) | grad (theory: c_i = grad F_i(x_0), m = mean)"
+_INIT_DOC = ("initial c_i, m (UNCERTAIN-U6): zeros | grad (theory: c_i = grad F_i(x_0), m = mean) | "
+             "first_upload (code: zeros, and the first round sets m = mean upload instead of gamma-stepping)")
+_DENOMINATOR_DOC = ("Option II denominator (UNCERTAIN-U5): exact = sum_k eta_k (paper) | "
+                    "code = K eta_l (1 + rho)/2 (the authors' code)")
 OPTIONS = ("II", "I", "I_same_round")
-INITS = ("zeros", "grad")
+INITS = ("zeros", "grad", "first_upload")
+DENOMINATORS = ("exact", "code")
 
 
 def linear_decay_lr(lr: float, rho: float, k: int, K: int) -> float:
@@ -83,6 +90,7 @@ class FedMoSWAParams(HParams):
     gamma: float = hp(0.2, _GAMMA_DOC, low=0.0, high=1.0)
     option: str = choice("II", _OPTION_DOC, OPTIONS)
     init: str = choice("zeros", _INIT_DOC, INITS)
+    denominator: str = choice("exact", _DENOMINATOR_DOC, DENOMINATORS)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,17 @@ class FedMoSWA(SWAServer):
     def _grad_init(self, ctx) -> bool:
         return self.p.init == "grad" and ctx.t == 0
 
+    def _gamma(self, ctx) -> float:
+        """The server rate of this round: 1 in round 0 under ``init=first_upload`` (m = mean upload, the code)."""
+        return 1.0 if self.p.init == "first_upload" and ctx.t == 0 else self.p.gamma
+
+    def _units(self, ctx, start, y):
+        """Option II's (start - y_K) / denominator: the exact sum of the round's step lrs, or the code's
+        K eta_l (1 + rho)/2."""
+        if self.p.denominator == "code":
+            return (start - y) / (ctx.local_steps * ctx.lr * (1 + self.p.rho) / 2)
+        return gradient_units(ctx, start, y)
+
     def client_init(self, ctx):
         c, m = ctx.client["c"], ctx.server["m"]
         if self._grad_init(ctx):
@@ -116,7 +135,7 @@ class FedMoSWA(SWAServer):
         if self.p.option == "I_same_round":
             c = full_gradient_at_x(ctx)
             c_up = c - on_clients(m)
-            local = {"c": c, "m": m + self.p.gamma * c_up.mean(dim=2), "c_up": c_up}
+            local = {"c": c, "m": m + self._gamma(ctx) * c_up.mean(dim=2), "c_up": c_up}
         return ctx.x_clients.clone(), local
 
     def client_step(self, ctx, step, y, local, g):
@@ -133,7 +152,7 @@ class FedMoSWA(SWAServer):
             if self.p.option == "I":
                 c_plus = full_gradient_at_x(ctx)
             else:
-                c_plus = local["c"] - m + gradient_units(ctx, start, y)
+                c_plus = local["c"] - m + self._units(ctx, start, y)
             c_up = c_plus - m
         return {**uploads, "c_up": c_up}, {"c": c_plus}
 
@@ -141,7 +160,7 @@ class FedMoSWA(SWAServer):
         # m_t = m_{t-1} + gamma mean_i (c_i^+ - m_{t-1}); under I_same_round the clients applied the same
         # update before their local steps (and used it in them)
         m = means["c0"] if self._grad_init(ctx) else ctx.server["m"]
-        return self.server_model(ctx, means), {"m": m + self.p.gamma * means["c_up"]}
+        return self.server_model(ctx, means), {"m": m + self._gamma(ctx) * means["c_up"]}
 
 
 class FedMo(FedMoSWA):

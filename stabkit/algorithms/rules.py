@@ -14,8 +14,8 @@ reuses one reduces to FedAvg bit for bit where its spec says it does.
   K * eta_l for a constant lr), never by a step count derived from a client's data size (a known SCAFFOLD
   bug with unequal client sizes);
 * ``full_gradient_at_x(ctx)``: each client's full local gradient at x_t (one counted gradient evaluation),
-  treated like the local gradients (the run's clipping and weight decay), for MimeLite, SCAFFOLD-I and
-  FedMoSWA-I.
+  treated like the local gradients (``ctx.process``: clipping; weight decay only under
+  ``weight_decay_placement=gradient``), for MimeLite, SCAFFOLD-I and FedMoSWA-I.
 """
 from __future__ import annotations
 

@@ -15,8 +15,10 @@ MoFedSAM = ``SAM`` around FedCM's rule, ``SAM(FedProx(), SAMParams(rho=0.1))`` i
 Subclasses change ``perturbation`` (FedASAM).
 
 Ascent direction (``ascent``): the engine hands ``client_step`` the *processed* g (clipped, plus weight
-decay mu y). PyTorch SAM implementations (Foret et al., davda54/sam, Qu et al.'s FedSAM) ascend along the
-raw minibatch loss gradient; weight decay is applied by the base optimiser only. ``ascent="loss"``
+decay mu y under ``weight_decay_placement=gradient``; the default placement adds the decay after the step,
+so there g is the clipped loss gradient and both ascents coincide). PyTorch SAM implementations (Foret et al.,
+davda54/sam, Qu et al.'s FedSAM) ascend along the raw minibatch loss gradient; weight decay is applied by
+the base optimiser only. ``ascent="loss"``
 (default) therefore removes the weight-decay term, a = g - ctx.process(0, y) = g - mu y, without any
 extra gradient evaluation; clipping only rescales g by a positive scalar and both perturbations are
 invariant to that scale, so a has the raw loss gradient's direction. ``ascent="processed"`` uses g as

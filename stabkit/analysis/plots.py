@@ -122,8 +122,13 @@ def plot_libra(analyses, out: Path) -> list:
         ax.plot(t[1:], lib["optimisation"][1:], label=r"optimisation $C g_t$")
         ax.plot(t[1:], lib["total"][1:], color="k", lw=2, label="excess-risk bound $B^*_t$")
         ax.axvline(lib["T_star"], color="k", ls="--", lw=1, label=f"T* = {lib['T_star']} ({lib['regime']})")
-        ax.plot(t[1:], lib["fitted"][1:], color="C2", ls="-.", label=r"fit $\phi_1 s_t + \phi_2 g_t$ to test loss $- f^*$")
-        ax.axvline(lib["T_star_fit"], color="C2", ls="-.", lw=1, label=f"fitted T* = {lib['T_star_fit']}")
+        if lib["fit_degenerate"]:  # a phi on its bound: no decomposition, no T* to draw
+            ax.plot(t[1:], lib["fitted"][1:], color="C2", ls=":", label="fit to test loss $- f^*$ degenerate ("
+                    + ", ".join(f"$\\{k[:-1]}_{k[-1]}$ = 0" for k in lib["fit_on_bound"]) + "): no fitted T*")
+        else:
+            ax.plot(t[1:], lib["fitted"][1:], color="C2", ls="-.",
+                    label=r"fit $\phi_1 s_t + \phi_2 g_t$ to test loss $- f^*$")
+            ax.axvline(lib["T_star_fit"], color="C2", ls="-.", lw=1, label=f"fitted T* = {lib['T_star_fit']}")
         ax.set(xlabel="round t", ylabel="bound", yscale="log", title=f"Libra, Corollary 1: {a.label}")
         if lib.get("test_loss") is not None:
             tw = ax.twinx()

@@ -102,19 +102,26 @@ class Analysis:
 
     def bound_rows(self) -> list:
         """One row per bound on a measured per-round quantity: validity, failed conditions, final value,
-        tightness (bound / measured) and whether it holds at every round."""
+        tightness (bound / measured) and whether it holds. ``holds`` is decided on the rounds t >= 1 where
+        the bound is defined (finite) and the quantity measured; ``undefined`` counts the measured rounds
+        where it is NaN or inf and ``undefined_cause`` says why (None: defined everywhere). A bound defined
+        at no round has ``holds`` None: a reported failure, never a silent row."""
         rows = []
         for b in self.bounds:
             measured = self.measured_for(b.quantity)
-            if measured is None or len(b.values) != len(measured) or not np.isfinite(b.values).any():
+            if measured is None or len(b.values) != len(measured):
                 continue
             ratio = tightness(b.values, measured)
             ok = np.isfinite(measured[1:])
+            defined = ok & np.isfinite(b.values[1:])
+            holds = bool(np.all(b.values[1:][defined] >= measured[1:][defined] * (1 - 1e-9))) if defined.any() else None
+            with np.errstate(all="ignore"):
+                median = float(np.nanmedian(ratio[1:])) if np.isfinite(ratio[1:]).any() else float("nan")
             rows.append({"run": str(self.path), "algo": self.setting.algo, "bound": b.name, "quantity": b.quantity,
                          "form": b.form, "source": b.source, "valid": b.valid, "failed": "; ".join(b.failed),
                          "bound_T": float(b.values[-1]), "measured_T": float(measured[-1]),
-                         "tightness_T": float(ratio[-1]), "tightness_median": float(np.nanmedian(ratio[1:])),
-                         "holds": bool(np.all(b.values[1:][ok] >= measured[1:][ok] * (1 - 1e-9)))})
+                         "tightness_T": float(ratio[-1]), "tightness_median": median, "holds": holds,
+                         "undefined": int(ok.sum() - defined.sum()), "undefined_cause": undefined_cause(b)})
         return rows
 
     def summary_row(self) -> dict:
@@ -144,8 +151,27 @@ class Analysis:
         row["valid_bounds"] = len(valid)
         row["tightest_valid"] = min((r["tightness_T"] for r in valid), default=float("nan"))
         if self.libra:
-            row.update({k: self.libra[k] for k in ("T_star", "regime", "T_star_fit", "regime_fit", "test_loss_argmin")})
+            row.update({k: self.libra[k] for k in ("T_star", "regime", "fit_degenerate", "T_star_fit", "regime_fit",
+                                                   "phi1", "phi1.ci", "phi2", "phi2.ci", "test_loss_argmin")})
         return row
+
+
+def undefined_cause(b: Bound):
+    """Why a bound is NaN/inf at some rounds (None if it is finite everywhere): the first round it overflows
+    to inf and the first NaN (an inf·0 or inf − inf in the recursion after the overflow), or a missing input."""
+    v = np.asarray(b.values, float)
+    inf, nan = np.flatnonzero(np.isinf(v)), np.flatnonzero(np.isnan(v))
+    if not len(inf) and not len(nan):
+        return None
+    if len(nan) == len(v):
+        return "NaN at every round" + (f": {b.note}" if b.note else " (an input constant or curve is NaN)")
+    parts = []
+    if len(inf):
+        parts.append(f"overflows to inf from t = {inf[0]} (the recursion exceeds the float range; vacuous there)")
+    if len(nan):
+        after = " after the overflow (inf·0 or inf − inf)" if len(inf) and inf[0] < nan[0] else ""
+        parts.append(f"NaN from t = {nan[0]}{after}")
+    return "; ".join(parts)
 
 
 def _libra(setting: Setting) -> dict:
@@ -153,8 +179,10 @@ def _libra(setting: Setting) -> dict:
 
     ``T_star`` / ``regime``: Corollary 1 (gamma-optimised) with the estimated L and C = 1/(2 mu_PL);
     ``T_star_fit``: libra.md §3.4's fit of the measured excess-risk proxy e_t = test loss - min f by
-    phi1 s_t + phi2 g_t (phi >= 0), whose argmin estimates T* with free constants; ``test_loss_argmin``
-    is where the measured test loss is minimal, for comparison.
+    phi1 s_t + phi2 g_t (phi >= 0), whose argmin estimates T* with free constants -- None when the fit is
+    degenerate (``fit_degenerate``: a phi on its bound 0, e.g. phi1 = 0 leaves the stability term unidentified
+    and the "T*" would be the minimum of the gradient-norm curve alone); ``phi1.ci``/``phi2.ci`` are the
+    unconstrained 95% intervals; ``test_loss_argmin`` is where the measured test loss is minimal.
     """
     m, c = setting.measured, setting.constants
     s_t, g_t, test = m.get("disc_sq"), m.get("grad_norm_sq"), m.get("test_loss")
@@ -165,8 +193,9 @@ def _libra(setting: Setting) -> dict:
     fit = fit_excess_risk(test - c["f_star"], s_t, g_t, start=1)
     return {"L": c["L"], "C": C, **dyn, "T_star": minimum_excess_risk_round(dyn["total"], start=1),
             "regime": fitting_regime(dyn["total"], start=1), "T_star_fit": fit["T_star"],
-            "phi1": fit["phi1"], "phi2": fit["phi2"], "fitted": fit["fitted"],
-            "regime_fit": fitting_regime(fit["fitted"], start=1),
+            "phi1": fit["phi1"], "phi2": fit["phi2"], "phi1.ci": fit["phi1.ci"], "phi2.ci": fit["phi2.ci"],
+            "fit_degenerate": fit["degenerate"], "fit_on_bound": fit["on_bound"], "fitted": fit["fitted"],
+            "regime_fit": None if fit["degenerate"] else fitting_regime(fit["fitted"], start=1),
             "test_loss": test, "test_loss_argmin": int(np.nanargmin(test))}
 
 

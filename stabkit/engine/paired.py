@@ -8,6 +8,14 @@ shares — per-round lr decay, gradient clipping, weight decay, per-client state
 algorithm file holds only its own update rules. A round calls the algorithm's hooks in order
 (``client_init``, then per local step ``grad_point`` and ``client_step``, then ``client_final`` and
 ``server_update``; ``stabkit.algorithms.base``), carrying the local state between them.
+
+Weight decay (``RunConfig.weight_decay_placement``): ``direction`` (default, the reference codes' placement,
+as ``torch.optim.SGD(weight_decay=wd)`` on the final local direction) hands the algorithm the clipped loss
+gradient and adds ``lr_k * wd * y`` to every local step after the algorithm's own step, so no algorithm
+coefficient scales the decay and no algorithm state (momenta, control variates, MimeLite's G_i) holds it;
+``gradient`` (the FedSAGD spec's analysed reading) adds ``wd * y`` to every loss gradient the algorithm sees
+(``ctx.process``), so FedCM/MoFedSAM scale it by alpha, FedANAG by 1 + beta, MimeLite by 1 - beta and G_i
+carries it. With wd = 0 the two are the same run bit for bit.
 """
 from __future__ import annotations
 
@@ -92,12 +100,20 @@ class PairedEngine:
         return np.zeros(self.R, dtype=bool)
 
     def _process(self, g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The engine's shared gradient treatment: norm clipping of the loss gradient, then weight decay."""
+        """The engine's shared gradient treatment: norm clipping of the loss gradient, then (placement
+        ``gradient`` only) weight decay."""
         if self.cfg.clip is not None:
             g = g * (self.cfg.clip / (g.norm(dim=-1, keepdim=True) + 1e-6)).clamp(max=1.0)
-        if self.cfg.weight_decay:
+        if self.cfg.weight_decay and self.cfg.weight_decay_placement == "gradient":
             g = g + self.cfg.weight_decay * y
         return g
+
+    def _decay(self, step: Step, y_new: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Placement ``direction``: the local step k becomes ``y - lr_k (direction + wd y)``."""
+        wd = self.cfg.weight_decay
+        if not wd or self.cfg.weight_decay_placement != "direction":
+            return y_new
+        return torch.add(y_new, y, alpha=-step.lr * wd)
 
     def _grad_fns(self, rows_t: torch.Tensor, idx: torch.Tensor):
         """Gradient closures for the round's clients: minibatch of step k, and full local data."""
@@ -174,7 +190,8 @@ class PairedEngine:
             step = Step(k, lrs[k], step_grad(k))
             g = step.grad(algo.grad_point(ctx, step, y, local))
             norms.append(g.norm(dim=-1))
-            y, local = algo.client_step(ctx, step, y, local, ctx.process(g, y))
+            y_new, local = algo.client_step(ctx, step, y, local, ctx.process(g, y))
+            y = self._decay(step, y_new, y)
         if track_local:
             local_disc.append((cfg.local_steps, *_local_discrepancy(y)))
         uploads, new_client = algo.client_final(ctx, start, *self._declared((y, local)))

@@ -25,6 +25,7 @@ CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
 RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed_init
+WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD spec's analysis
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read.
@@ -63,7 +64,11 @@ class RunConfig:
     lr: float = option(0.05, "client learning rate η_l")
     global_lr: float = option(1.0, "server learning rate η")
     lr_decay: float = option(1.0, "per-round multiplicative decay of η_l, in (0, 1]")
-    weight_decay: float = option(0.0, "weight decay added to every local gradient")
+    weight_decay: float = option(0.0, "weight decay wd of every local step")
+    weight_decay_placement: str = option(
+        "direction", "direction: y - lr (direction + wd y), wd y added to the algorithm's final local direction "
+        "as torch.optim.SGD(weight_decay) in the papers' codes; gradient: wd y added to the loss gradient before "
+        "the algorithm mixes it (the FedSAGD spec's analysed reading)")
     clip: Optional[float] = option(None, "clip each minibatch gradient to this norm (default: no clipping)")
     ri_beta: float = option(0.0, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
                             "x_t + β(x_t − their last local model); 0 = off")
@@ -105,6 +110,8 @@ class RunConfig:
                 "a number in (0, 1] (per-round multiplicative decay of the client lr)")
         require(_is_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", self.weight_decay,
                 "a non-negative number")
+        require(self.weight_decay_placement in WD_PLACEMENTS, "weight_decay_placement",
+                self.weight_decay_placement, f"one of {', '.join(WD_PLACEMENTS)}")
         require(_is_real(self.ri_beta) and math.isfinite(self.ri_beta), "ri_beta", self.ri_beta,
                 "a real number (0 = no relaxed initialisation)")
         require(self.ri_aggregation in RI_AGGREGATIONS, "ri_aggregation", self.ri_aggregation,

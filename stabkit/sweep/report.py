@@ -40,7 +40,7 @@ from stabkit.sweep.manifest import read_manifest  # noqa: E402
 
 REPLICATE = "seed"
 BOUND_COLUMNS = ["job", "run", "algo", "bound", "quantity", "form", "source", "valid", "failed", "bound_T",
-                 "measured_T", "tightness_T", "tightness_median", "holds"]
+                 "measured_T", "tightness_T", "tightness_median", "holds", "undefined", "undefined_cause"]
 
 
 def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bool = True) -> dict:

@@ -4,9 +4,10 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 """
 import numpy as np
 import pytest
+import torch
 
 from stabkit.errors import ConfigError
-from tests.helpers import K, LR, grad3, pair0, run3, run_rounds, sampled, tiny_run
+from tests.helpers import K, LR, grad, grad3, local_sgd, pair0, run3, run_rounds, sampled, tiny_run
 
 
 @pytest.mark.parametrize("server", ["original", "analysis"])
@@ -37,3 +38,40 @@ def test_feddyn_original_server_needs_positive_lambda():
     with pytest.raises(ConfigError, match="lam"):
         tiny_run("feddyn", {"lam": 0.0})
 
+
+
+@pytest.mark.parametrize("anchor,aggregation", [("x_t", "model_avg"), ("start", "model_avg"),
+                                                ("start", "delta_from_init")])
+def test_feddyn_with_ri_anchor(anchor, aggregation):
+    """FedDyn + RI (fedinit.md §1.3): y <- y - lr (g(y) - h_i + lam (y - a)) with a = x_t (default) or the relaxed
+    start y_0 (the FedInit code); h_i <- h_i - lam (y_K - a); h <- h - lam (s/M) mean(y_K - a);
+    x <- x + mean(upload) - h/lam, upload y_K - x_t (model_avg) or y_K - y_0 (delta_from_init)."""
+    beta, lam = 0.4, 0.5
+    run = tiny_run("feddyn", {"lam": lam, "anchor": anchor}, rounds=3, ri_beta=beta, ri_aggregation=aggregation)
+    x, h, last, hi = np.zeros(2), np.zeros(2), [np.zeros(2)] * 2, [np.zeros(2)] * 2
+    for t in range(3):
+        ups, ds = [], []
+        for i in (0, 1):
+            start = x + beta * (x - last[i])
+            a = start if anchor == "start" else x
+            y = local_sgd(lambda z: grad(i, z), start, [LR] * K, extra=lambda z: -hi[i] + lam * (z - a))
+            ds.append(y - a)
+            hi[i] = hi[i] - lam * (y - a)
+            ups.append(y - x if aggregation == "model_avg" else y - start)
+            last[i] = y
+        h = h - lam * (2 / 2) * np.mean(ds, axis=0)
+        x = x + np.mean(ups, axis=0) - h / lam
+        run.engine.step(t)
+        np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pair0(run.engine.server["h"]), h, rtol=0, atol=1e-12)
+    other = tiny_run("feddyn", {"lam": lam, "anchor": "x_t" if anchor == "start" else "start"}, rounds=3,
+                     ri_beta=beta, ri_aggregation=aggregation)
+    assert np.abs(run_rounds(other, 3) - x).max() > 1e-4  # the RI offset is real, so the anchor matters
+
+
+def test_feddyn_anchor_is_bitwise_irrelevant_without_ri():
+    runs = [tiny_run("feddyn", {"anchor": a}, rounds=3) for a in ("x_t", "start")]
+    for run in runs:
+        run_rounds(run, 3)
+    assert torch.equal(runs[0].engine.x, runs[1].engine.x)
+    assert torch.equal(runs[0].engine.server["h"], runs[1].engine.server["h"])

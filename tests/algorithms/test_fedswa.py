@@ -28,20 +28,25 @@ def test_fedswa_schedule_and_server_alpha():
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("option,init", [("II", "zeros"), ("I", "zeros"), ("I_same_round", "zeros"),
-                                         ("II", "grad")])
-def test_fedmoswa_three_rounds_with_a_stale_client(option, init):
+@pytest.mark.parametrize("option,init,denominator", [
+    ("II", "zeros", "exact"), ("I", "zeros", "exact"), ("I_same_round", "zeros", "exact"), ("II", "grad", "exact"),
+    ("II", "first_upload", "code"), ("I_same_round", "first_upload", "exact")])
+def test_fedmoswa_three_rounds_with_a_stale_client(option, init, denominator):
     """Eq. (5) y <- y - eta_k (g - c_i + m); Option II c_i^+ = c_i - m + (x - y_K) / sum_k eta_k, Option I
     c_i^+ = grad F_i(x); upload c_i^+ - m; m <- m + gamma mean_i (c_i^+ - m); x <- x + eta alpha mean(y - x).
     I_same_round: c_i = grad F_i(x) and m <- m + gamma mean(c_i - m) before the local steps, used in them.
-    init = grad: at round 0, c_i = grad F_i(x_0) for the sampled clients and m = their mean."""
+    init = grad: at round 0, c_i = grad F_i(x_0) for the sampled clients and m = their mean. The code's reading
+    (fedswa.md §1.10): init = first_upload sets m = mean upload in round 0 (gamma = 1 once), denominator = code
+    divides Option II by K eta_l (1 + rho)/2 instead of sum_k eta_k."""
     rho, alpha, gamma, eta, decay = 0.4, 1.5, 0.3, 0.9, 0.95
-    run = run3("fedmoswa", {"rho": rho, "alpha": alpha, "gamma": gamma, "option": option, "init": init},
-               global_lr=eta, lr_decay=decay)
+    run = run3("fedmoswa", {"rho": rho, "alpha": alpha, "gamma": gamma, "option": option, "init": init,
+                            "denominator": denominator}, global_lr=eta, lr_decay=decay)
     x, m, c = np.zeros(2), np.zeros(2), {i: np.zeros(2) for i in range(3)}
     for t in range(3):
         S = sampled(run, t)
         lrs = swa_lrs(LR * decay ** t, rho)
+        lr_sum = K * LR * decay ** t * (1 + rho) / 2 if denominator == "code" else sum(lrs)
+        g_t = 1.0 if init == "first_upload" and t == 0 else gamma
         before = run.engine.client_state["c"][0, 0].clone()
         if t == 2 and option != "I_same_round":  # the returning client uses its c_i from round 0
             assert SKIPPER in S and np.abs(c[SKIPPER]).max() > 1e-3
@@ -52,18 +57,18 @@ def test_fedmoswa_three_rounds_with_a_stale_client(option, init):
         if option == "I_same_round":
             for i in S:
                 c[i] = grad3(i, x)
-            m = m + gamma * np.mean([c[i] - m for i in S], axis=0)
+            m = m + g_t * np.mean([c[i] - m for i in S], axis=0)
         ys, cps, ups = [], {}, []
         for i in S:
             y = local_sgd(lambda z: grad3(i, z), x, lrs, extra=lambda z: -c[i] + m)
             if option == "II":
-                cps[i] = c[i] - m + (x - y) / sum(lrs)
+                cps[i] = c[i] - m + (x - y) / lr_sum
             else:
                 cps[i] = grad3(i, x)
             ups.append(cps[i] - m)
             ys.append(y)
         if option != "I_same_round":
-            m = m + gamma * np.mean(ups, axis=0)
+            m = m + g_t * np.mean(ups, axis=0)
         c.update(cps)
         x = x + eta * alpha * (np.mean(ys, axis=0) - x)
         run.engine.step(t)

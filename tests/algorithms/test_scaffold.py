@@ -4,6 +4,7 @@ Option II runs on the three-client problem (unequal client sizes, 2 of 3 clients
 skips a round, keeps its c_i and uses it when it returns. Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
+import pytest
 import torch
 
 from tests.helpers import B3, K, LR, grad, grad3, pair0, run3, run_rounds, sampled, tiny_run
@@ -65,9 +66,12 @@ def test_scaffold_three_rounds_unequal_sizes_partial_participation_and_field_bug
     assert np.abs(pair0(fedavg.engine.x) - x).max() > 1e-3
 
 
-def test_scaffold_option_I_uses_full_gradient_at_x_t():
-    """Option I: c_i+ = grad F_i(x_t) (with the run's weight decay), two clients, three rounds."""
+@pytest.mark.parametrize("placement", ["direction", "gradient"])
+def test_scaffold_option_I_uses_full_gradient_at_x_t(placement):
+    """Option I: c_i+ = grad F_i(x_t), two clients, three rounds; the weight decay is in every local step,
+    and in c_i+ only under the spec's ``gradient`` placement."""
     wd = 0.05
+    wd_state = wd if placement == "gradient" else 0.0
     x, c, ci = np.zeros(2), np.zeros(2), [np.zeros(2), np.zeros(2)]
     for _ in range(3):
         ds, dcs = [], []
@@ -75,13 +79,13 @@ def test_scaffold_option_I_uses_full_gradient_at_x_t():
             y = x.copy()
             for _ in range(K):
                 y = y - LR * (grad(i, y) + wd * y - ci[i] + c)
-            c_plus = grad(i, x) + wd * x
+            c_plus = grad(i, x) + wd_state * x
             ds.append(y - x)
             dcs.append(c_plus - ci[i])
             ci[i] = c_plus
         x = x + np.mean(ds, axis=0)
         c = c + (2 / 2) * np.mean(dcs, axis=0)
-    run = tiny_run("scaffold", {"control": "I"}, weight_decay=wd)
+    run = tiny_run("scaffold", {"control": "I"}, weight_decay=wd, weight_decay_placement=placement)
     np.testing.assert_allclose(run_rounds(run, 3), x, rtol=0, atol=1e-12)
     np.testing.assert_allclose(pair0(run.engine.server["c"]), c, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run.engine.client_state["c_i"][0, 0, :len(ci)].numpy(), np.stack(ci), rtol=0, atol=1e-12)

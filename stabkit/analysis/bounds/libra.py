@@ -74,7 +74,8 @@ def stability_r1(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total):
     p0, n0 = psi0(lr_l, L, K), noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total)
     s = np.zeros(len(lr_l) + 1)
     for t in range(len(lr_l)):
-        s[t + 1] = ((1.0 - eta_g[t]) * np.sqrt(s[t]) + eta_g[t] * np.sqrt(p0[t] * s[t] + n0[t])) ** 2
+        keep = (1.0 - eta_g[t]) * np.sqrt(s[t]) if eta_g[t] != 1.0 else 0.0  # no 0 * inf = NaN after an overflow
+        s[t + 1] = (keep + eta_g[t] * np.sqrt(p0[t] * s[t] + n0[t])) ** 2
     return s
 
 
@@ -203,7 +204,12 @@ def fitting_regime(e_t, tol: float = 0.05, tail: float = 0.1, start: int = 0) ->
 
 def fit_excess_risk(e_t, s_t, g_t, start: int = 0) -> dict:
     """§3.4: fit e_t ~ phi1 s_t + phi2 g_t with phi1, phi2 >= 0 (scipy.optimize.nnls) over t >= start.
-    Returns phi1, phi2, the fitted curve (all t), its argmin ``T_star`` (estimate of T*) and the residual norm."""
+
+    Returns phi1, phi2, the fitted curve (all t), the residual norm, ``phi1.ci`` / ``phi2.ci`` (95% intervals of
+    the unconstrained least-squares coefficients, t distribution) and ``degenerate``: a coefficient sits on its
+    bound phi = 0, so the run does not identify that term (phi1 = 0: the fit is a multiple of g_t alone and
+    says nothing about stability). Only a non-degenerate fit has a ``T_star`` (argmin of the fitted curve, the
+    estimate of Libra's T*); a degenerate one has ``T_star`` None and ``on_bound`` naming the coefficients."""
     e, s, g = (np.asarray(v, float) for v in (e_t, s_t, g_t))
     ok = np.isfinite(e) & np.isfinite(s) & np.isfinite(g)
     ok[:start] = False
@@ -211,8 +217,28 @@ def fit_excess_risk(e_t, s_t, g_t, start: int = 0) -> dict:
     coef, res = nnls(A, e[ok])
     fitted = coef[0] * s + coef[1] * g
     f = np.where(ok, fitted, np.nan)
-    return {"phi1": float(coef[0]), "phi2": float(coef[1]), "fitted": fitted, "T_star": int(np.nanargmin(f)),
-            "residual": float(res)}
+    on_bound = [name for name, c in zip(("phi1", "phi2"), coef) if c <= 0.0]
+    out = {"phi1": float(coef[0]), "phi2": float(coef[1]), "fitted": fitted, "residual": float(res),
+           "degenerate": bool(on_bound), "on_bound": on_bound,
+           "T_star": None if on_bound else int(np.nanargmin(f))}
+    out.update(_ols_intervals(A, e[ok]))
+    return out
+
+
+def _ols_intervals(A: np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
+    """``{"phi1.ci": (lo, hi), "phi2.ci": (lo, hi)}``: the unconstrained least-squares coefficients' intervals
+    (NaN where the rounds do not determine them: fewer than 3 rounds or collinear columns)."""
+    from scipy import stats
+
+    n = len(y)
+    nan = (float("nan"), float("nan"))
+    if n < 3 or np.linalg.matrix_rank(A) < 2:
+        return {"phi1.ci": nan, "phi2.ci": nan}
+    beta, *_ = np.linalg.lstsq(A, y, rcond=None)
+    sigma2 = float(np.sum((y - A @ beta) ** 2)) / (n - 2)
+    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * sigma2)
+    q = stats.t.ppf(0.5 + level / 2, n - 2)
+    return {f"phi{i + 1}.ci": (float(beta[i] - q * se[i]), float(beta[i] + q * se[i])) for i in range(2)}
 
 
 def lemma1_opt(r0, b, e, d, T):
