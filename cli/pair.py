@@ -15,9 +15,7 @@ import click
 
 from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError
-from stabkit.run.experiment import PairedRun, default_out_dir
 from stabkit.run.presets import preset_values
-from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
 
@@ -114,6 +112,8 @@ def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     cfg = build_config(params, explicit, config_path, hp_items, preset)
+    from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
+    from stabkit.run.summary import format_summary
     run = PairedRun(cfg)
     out_dir = Path(out) if out else default_out_dir(cfg)
     from tqdm import tqdm
