@@ -33,6 +33,7 @@ some (SAM-type ascent, relaxed initialisation). Shared update rules: ``stabkit.a
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, NamedTuple, Optional
 
@@ -68,8 +69,8 @@ class HParams:
                 continue
             if value is None and meta.get("optional"):
                 continue
-            require(isinstance(value, (int, float)) and not isinstance(value, bool), f.name, value,
-                    f"a number ({_range_text(meta)})")
+            require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+                    f.name, value, f"a finite number ({_range_text(meta)})")
             low, high = meta.get("low"), meta.get("high")
             ok = ((low is None or (value > low if meta["low_open"] else value >= low))
                   and (high is None or (value < high if meta["high_open"] else value <= high)))
