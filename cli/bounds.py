@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 import numpy as np
-import pandas as pd
 
 from stabkit.errors import ConfigError
 
@@ -89,6 +88,8 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     if fmt == "table":
         click.echo("\n\n".join(_text(a) for a in analyses))
     elif fmt == "csv":
+        import pandas as pd
+
         click.echo(pd.DataFrame([_flat(a.summary_row()) for a in analyses]).to_csv(index=False), nl=False)
     else:
         payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(), "fits": a.fit.summary_row()}

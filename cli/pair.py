@@ -15,9 +15,7 @@ import click
 
 from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError
-from stabkit.run.experiment import PairedRun, default_out_dir
 from stabkit.run.presets import preset_reading, preset_values
-from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
 
 
@@ -70,7 +68,7 @@ def _parse_value(text: str):
 def _convert(key, value):
     if value is None:
         return None
-    if key == "batch_size":
+    if key == "batch_size" and isinstance(value, str):
         if value == "full":
             return value
         try:
@@ -95,15 +93,23 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
         reading = preset_reading(preset, algo)
         values, hp = {**preset_values(preset), **reading.run}, dict(reading.hp)
     values.update(file_values)
+    for key in ("hp", "task_options"):
+        if not isinstance(values.get(key) or {}, dict):
+            raise ConfigError(f"invalid {key}={values[key]!r}: a mapping of names to values")
     for key, value in params.items():
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)
     hp.update(values.get("hp") or {})
+    given = {}
     for item in hp_items:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
-        hp[name.strip()] = _parse_value(text.strip())
+        name, value = name.strip(), _parse_value(text.strip())
+        if name in given and given[name] != value:
+            raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice with different values "
+                              f"({given[name]!r} and {value!r}); give it once")
+        hp[name] = given[name] = value
     values["hp"] = hp
     for key in ROUND_LISTS:
         values[key] = _convert(key, values.get(key))
@@ -124,9 +130,14 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+    from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
+    from stabkit.run.runstore import require_out
+    from stabkit.run.summary import format_summary
+
+    require_out(out)
     cfg = build_config(params, explicit, config_path, hp_items, preset)
     run = PairedRun(cfg)
-    out_dir = Path(out) if out else default_out_dir(cfg)
+    out_dir = Path(out) if out is not None else default_out_dir(cfg)
     from tqdm import tqdm
 
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,

@@ -14,7 +14,6 @@ import click
 import yaml
 
 from stabkit.errors import ConfigError
-from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep
 
 
 def _pairs(items, what):
@@ -23,7 +22,11 @@ def _pairs(items, what):
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"invalid {what}={item!r}: expected KEY=VALUE")
-        out[key.strip()] = text.strip()
+        key, text = key.strip(), text.strip()
+        if out.get(key, text) != text:
+            raise ConfigError(f"invalid {what}={item!r}: --{what} {key} is given twice with different values "
+                              f"({out[key]!r} and {text!r}); give it once")
+        out[key] = text
     return out
 
 
@@ -95,6 +98,10 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_f
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
     if not spec and not axes:
         raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
+    from stabkit.run.runstore import require_out
+    from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
+
+    require_out(out)
     sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
     manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=force,
                          retry_failed=retry_failed, progress=Progress(quiet))

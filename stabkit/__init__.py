@@ -2,14 +2,28 @@
 
 Python API: ``RunConfig`` + ``run_pair`` run a paired experiment and write a run directory;
 ``load_run`` reads its metrics back as a pandas DataFrame.
+
+The names are imported on first use (PEP 562), so ``import stabkit.errors`` or a light command
+(``stabkit --help``, ``stabkit algos``) does not pay for torch and pandas.
 """
+import importlib
+
 __version__ = "0.1.0"
 
-from stabkit.run.config import RunConfig  # noqa: E402
-from stabkit.errors import ConfigError  # noqa: E402
-from stabkit.run.experiment import PairedRun, run_pair  # noqa: E402
-from stabkit.run.runstore import load_local, load_run  # noqa: E402
-from stabkit.tasks.options import TaskOptions  # noqa: E402
+_EXPORTS = {"RunConfig": "stabkit.run.config", "ConfigError": "stabkit.errors",
+            "PairedRun": "stabkit.run.experiment", "run_pair": "stabkit.run.experiment",
+            "load_local": "stabkit.run.runstore", "load_run": "stabkit.run.runstore",
+            "TaskOptions": "stabkit.tasks.options"}
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
-__all__ = ["ConfigError", "PairedRun", "RunConfig", "TaskOptions", "load_local", "load_run", "run_pair",
-           "__version__"]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'stabkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

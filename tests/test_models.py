@@ -46,3 +46,19 @@ def test_mismatches_rejected():
         build_model("linear", _task())
     with pytest.raises(ConfigError, match="one of logistic, mlp, cnn, linear"):
         build_model("resnet", _task())
+
+
+def test_catalogue_counts_match_the_built_models(capsys):
+    """``stabkit models`` prints the catalogue without torch; every count must be the built module's."""
+    from stabkit.models.catalogue import DESCRIPTIONS, PARAMETERS, REFERENCE_SHAPES
+    from tests.helpers import cli
+
+    assert set(PARAMETERS) == set(DESCRIPTIONS) == set(REFERENCE_SHAPES) == set(MODELS)
+    for name in MODELS:
+        _, shape, classes, integer = REFERENCE_SHAPES[name]
+        task = _task("classification" if classes else "regression", shape, classes)
+        if integer:
+            task.train_x = [np.zeros((1, *shape), np.int64)]
+        assert sum(p.numel() for p in build_model(name, task).parameters()) == PARAMETERS[name], name
+    code, out, _ = cli(["models"], capsys)
+    assert code == 0 and "resnet18_gn   11,181,642 parameters on CIFAR-10 3x32x32" in out

@@ -34,10 +34,12 @@ some (SAM-type ascent, relaxed initialisation). Shared update rules: ``stabkit.a
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
-from typing import Callable, ClassVar, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, ClassVar, NamedTuple, Optional
 
-import torch
+if TYPE_CHECKING:  # torch is imported by the engine; listing algorithms (`stabkit algos`) needs no torch
+    import torch
 
 from stabkit.algorithms.rules import client_delta, descend, server_step
 from stabkit.errors import ConfigError, require
@@ -68,8 +70,8 @@ class HParams:
                 continue
             if value is None and meta.get("optional"):
                 continue
-            require(isinstance(value, (int, float)) and not isinstance(value, bool), f.name, value,
-                    f"a number ({_range_text(meta)})")
+            require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+                    f.name, value, f"a finite number ({_range_text(meta)})")
             low, high = meta.get("low"), meta.get("high")
             ok = ((low is None or (value > low if meta["low_open"] else value >= low))
                   and (high is None or (value < high if meta["high_open"] else value <= high)))
@@ -125,7 +127,7 @@ def zero_state(x: torch.Tensor, num_rows: int, server_names, client_names):
     """``(server, client)`` dicts of zeros: ``[R, 2, d]`` per server name, ``[R, 2, num_rows, d]`` per
     client name."""
     R, _, d = x.shape
-    return ({n: torch.zeros_like(x) for n in server_names},
+    return ({n: x.new_zeros(x.shape) for n in server_names},
             {n: x.new_zeros(R, 2, num_rows, d) for n in client_names})
 
 
@@ -165,7 +167,7 @@ class Algorithm:
     def client_init(self, ctx: RoundContext):
         """``(y, local)``: the start of local training (x_t) and the initial local state (zeros per name)."""
         y = ctx.x_clients.clone()
-        return y, {n: torch.zeros_like(y) for n in self.local_state}
+        return y, {n: y.new_zeros(y.shape) for n in self.local_state}
 
     def grad_point(self, ctx: RoundContext, step: Step, y: torch.Tensor, local: dict) -> torch.Tensor:
         """Where the engine evaluates the step's minibatch gradient (lookahead / perturbed methods move it)."""
@@ -235,7 +237,7 @@ class Wrapper(Algorithm):
 
     def client_init(self, ctx):
         y, local = self.inner.client_init(ctx)
-        return y, {**local, **{n: torch.zeros_like(y) for n in type(self).local_state}}
+        return y, {**local, **{n: y.new_zeros(y.shape) for n in type(self).local_state}}
 
     def grad_point(self, ctx, step, y, local):
         return self.inner.grad_point(ctx, step, y, local)

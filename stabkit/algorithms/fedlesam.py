@@ -16,8 +16,6 @@ Per-client state is carried by the engine for clients that are not sampled. rho 
 """
 from dataclasses import dataclass
 
-import torch
-
 from stabkit.algorithms.base import HParams, Wrapper, choice, hp
 from stabkit.algorithms.fedavg import FedAvg
 from stabkit.algorithms.sam import l2_perturbation
@@ -56,7 +54,7 @@ class FedLESAM(Wrapper):
         y, local = self.inner.client_init(ctx)
         eps = l2_perturbation(ctx.client["theta_old"] - ctx.x_clients, self.p.rho)
         if self.p.first == "sgd":
-            eps = torch.where(ctx.client["seen"][..., :1] > 0, eps, torch.zeros_like(eps))
+            eps = eps.where(ctx.client["seen"][..., :1] > 0, eps.new_zeros(()))
         return y, {**local, "eps": eps}
 
     def grad_point(self, ctx, step, y, local):
@@ -64,4 +62,4 @@ class FedLESAM(Wrapper):
 
     def client_final(self, ctx, start, y, local):
         uploads, new_client = super().client_final(ctx, start, y, local)
-        return uploads, {**new_client, "theta_old": ctx.x_clients, "seen": torch.ones_like(ctx.x_clients)}
+        return uploads, {**new_client, "theta_old": ctx.x_clients, "seen": ctx.x_clients.new_ones(ctx.x_clients.shape)}

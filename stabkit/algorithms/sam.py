@@ -28,8 +28,10 @@ every gradient: ``ctx.process(grad(y + eps), y)`` (clipped, weight decay at y, n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported by the engine; listing algorithms needs no torch
+    import torch
 
 from stabkit.algorithms.base import HParams, Wrapper, choice, hp
 
@@ -38,7 +40,7 @@ ASCENTS = ("loss", "processed")
 
 def _scaled(v: torch.Tensor, norm: torch.Tensor, rho: float) -> torch.Tensor:
     """rho v / norm per client vector, 0 where norm == 0 (then v == 0 too, so no NaN appears)."""
-    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+    safe = norm.where(norm > 0, norm.new_ones(()))
     return v * (rho / safe)
 
 
@@ -71,7 +73,7 @@ class SAM(Wrapper):
 
     def ascent_direction(self, ctx, y, g):
         if self.p.ascent == "loss":
-            return g - ctx.process(torch.zeros_like(g), y)
+            return g - ctx.process(g.new_zeros(g.shape), y)
         return g
 
     def perturbation(self, y, a):

@@ -66,6 +66,7 @@ class Evaluator:
         self.member, self.M = member, M
         self.origin = torch.as_tensor(data.origin, device=dev)
         self.unseen = torch.as_tensor(nb.unseen_pool, device=dev)
+        self.threads = None  # intra-op threads of large ops (None: torch's), set by the run
         self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * len(owner)
 
     def population_weights(self, q: int) -> torch.Tensor:
@@ -76,7 +77,7 @@ class Evaluator:
 
     def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""
-        with threads_for(self.flops):
+        with threads_for(self.flops, self.threads):
             return self._evaluate(x, rows)
 
     @torch.no_grad()

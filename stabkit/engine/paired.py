@@ -58,6 +58,7 @@ class PairedEngine:
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
         keep_freed_memory()
+        self.threads = None  # intra-op threads of large ops (stabkit.engine.threads.run_threads; None: torch's)
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]
         self.x = theta0[:, None, :].expand(R, 2, d).clone()
@@ -160,7 +161,7 @@ class PairedEngine:
     def step(self, t: int, track_local: bool = False, keep_clients: bool = False) -> RoundRecord:
         """Run round t on both trajectories of every pair and return what it measured (``keep_clients``:
         with the clients' final local models, e.g. for their sharpness)."""
-        with threads_for(self.step_flops):
+        with threads_for(self.step_flops, self.threads):
             return self._step(t, track_local, keep_clients)
 
     def _step(self, t: int, track_local: bool, keep_clients: bool = False) -> RoundRecord:

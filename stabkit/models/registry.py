@@ -15,23 +15,12 @@ import math
 from torch import nn
 
 from stabkit.errors import require
+from stabkit.models.catalogue import MODELS
 from stabkit.models.convnets import conv_pool_net, vgg11
 from stabkit.models.lstm import VOCAB, CharLSTM
 from stabkit.models.resnet import ResNet18GN
 from stabkit.tasks.base import Task
 
-MODELS = ("logistic", "mlp", "cnn", "linear", "fedavg_cnn", "lenet5", "vgg11", "resnet18_gn", "char_lstm")
-DESCRIPTIONS = {
-    "logistic": "multinomial logistic regression (EMNIST-L in FedSAGD)",
-    "mlp": "one hidden ReLU layer of --hidden units",
-    "cnn": "small CNN: conv 16, conv 32 (3x3, padded), 2x2 pools, linear head",
-    "linear": "least-squares regression without bias",
-    "fedavg_cnn": "FedAvg CNN, FedSAGD Table 5: 5x5 convs 64, 64, 2x2 pools, FC 384, 192",
-    "lenet5": "LeNet-5: 5x5 convs 6, 16, 2x2 pools, FC 120, 84",
-    "vgg11": "VGG-11 without BN, classifier 512-512-256 (FedSWA code)",
-    "resnet18_gn": "ResNet-18 with GroupNorm(2), torchvision layout",
-    "char_lstm": "Shakespeare: embedding 8, two LSTM layers of 100, linear on the last step",
-}
 # Minimum (H, W) of image inputs per image model.
 _MIN_SIZE = {"cnn": 4, "fedavg_cnn": 16, "lenet5": 16, "vgg11": 32, "resnet18_gn": 1}
 

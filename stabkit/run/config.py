@@ -18,7 +18,8 @@ from typing import Optional, Union
 import yaml
 
 from stabkit.errors import ConfigError, require
-from stabkit.tasks.options import TaskOptions, option
+from stabkit.tasks.options import SEED_LIMIT, TaskOptions, option
+from stabkit.typecheck import check_field_types
 
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
@@ -28,8 +29,9 @@ RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed
 WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD spec's analysis
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
-# ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read.
-RUN_FACTS = ("versions", "device_used", "d", "n_min", "hp_resolved")
+# ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
+# ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads).
+RUN_FACTS = ("versions", "device_used", "threads", "d", "n_min", "hp_resolved")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
@@ -95,6 +97,7 @@ class RunConfig:
                           "the coupled streams so both runs augment alike; image tasks, minibatches only)")
 
     def __post_init__(self):
+        check_field_types(self)
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
         require(self.client_mode in CLIENT_MODES, "client_mode", self.client_mode,
                 f"one of {', '.join(CLIENT_MODES)}")
@@ -132,9 +135,12 @@ class RunConfig:
                 list(self.local_rounds), f"round indices in [0, {self.rounds})")
         require(all(isinstance(r, int) and 0 <= r <= self.rounds for r in self.sharpness_rounds),
                 "sharpness_rounds", list(self.sharpness_rounds), f"round indices in [0, {self.rounds}]")
+        require(0 <= self.seed < SEED_LIMIT, "seed", self.seed, "an integer in [0, 2**64)")
+        require(all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < self.rounds
+                    for r in self.local_rounds), "local_rounds", list(self.local_rounds),
+                f"round indices in [0, {self.rounds})")
         require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", self.device,
                 "auto, cpu or cuda[:N]")
-        require(isinstance(self.hp, dict), "hp", self.hp, "a mapping of hyperparameter names to values")
 
     @property
     def sampled_clients(self) -> int:
@@ -162,7 +168,9 @@ class RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         # Task options may also be given flat; the data seed is ``data_seed`` (``seed`` is the run's).
         task_known = {f.name for f in dataclasses.fields(TaskOptions)} - {"seed"} | {"data_seed"}
-        opts = dict(d.pop("task_options", {}) or {})
+        opts = d.pop("task_options", None) or {}
+        require(isinstance(opts, dict), "task_options", opts, "a mapping of task option names to values")
+        opts = dict(opts)
         for key in list(d):
             if key in task_known:
                 opts["seed" if key == "data_seed" else key] = d.pop(key)
@@ -171,7 +179,9 @@ class RunConfig:
             raise ConfigError(f"invalid config key {unknown[0]!r}: allowed keys are "
                               f"{', '.join(sorted(known | task_known))}")
         for key in ("local_rounds", "sharpness_rounds"):
-            if key in d:
+            if isinstance(d.get(key), int) and not isinstance(d[key], bool):
+                d[key] = (d[key],)  # one round, as --local-rounds 5 gives
+            if isinstance(d.get(key), list):
                 d[key] = tuple(d[key])
         try:
             return cls(task_options=TaskOptions(**opts), **d)

@@ -24,16 +24,18 @@ from stabkit.run.config import RunConfig
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import PairedEngine
+from stabkit.engine.threads import run_threads
 from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
+from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
 from stabkit.run.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
 from stabkit.run.summary import summarize
-from stabkit.tasks import build_task
+from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task
 
 FLUSH_EVERY = 10  # rounds between atomic metric flushes
@@ -60,20 +62,45 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def build_checked_task(cfg: RunConfig) -> Task:
+    """``cfg``'s task, refused before it is generated if its arrays would not fit in memory."""
+    require_memory(generated_bytes(cfg.task, cfg.task_options), f"the {cfg.task} task's generated data",
+                   "use fewer --clients or --samples-per-client, or a smaller --dim")
+    return build_task(cfg.task, cfg.task_options)
+
+
+def check_run(cfg: RunConfig, task: Task):
+    """Everything about ``cfg`` on ``task`` that can be checked before a tensor is allocated: the algorithm and
+    its hyperparameters, model/task compatibility, batch size against the clients' data, the device and the
+    memory the run needs. Returns ``(algorithm, module factory, device)``."""
+    algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
+    model_name = cfg.model or task.default_model
+    make_module = lambda: build_model(model_name, task, hidden=cfg.hidden)
+    with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
+        d = sum(p.numel() for p in make_module().parameters())
+    require(cfg.augment == "none" or len(task.input_shape) == 3, "augment", cfg.augment,
+            f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
+    largest = max(len(y) for y in task.train_y[:task.num_train_clients])
+    require(cfg.batch_size == "full" or cfg.batch_size <= largest, "batch_size", cfg.batch_size,
+            f"at most {largest}, the largest client's training set ({task.name}: "
+            f"{sum(len(y) for y in task.train_y[:task.num_train_clients]):,} training samples over "
+            f"{task.num_train_clients} clients); use --batch-size full for full-batch gradients, or more data "
+            "per client (fewer --clients)")
+    device = resolve_device(cfg.device)
+    needed, largest_part = run_bytes(cfg, task, d, algo, torch.finfo(getattr(torch, cfg.dtype)).bits // 8)
+    require_memory(needed, f"this run (largest part: {largest_part})",
+                   "use fewer --pairs, --clients or clients per round, or a smaller model", device)
+    return algo, make_module, device
+
+
 class PairedRun:
     """A fully built, validated paired experiment (nothing written yet)."""
 
     def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
         """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``."""
         self.cfg = cfg
-        self.algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
-        self.task = task if task is not None else build_task(cfg.task, cfg.task_options)
-        model_name = cfg.model or self.task.default_model
-        make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
-        make_module()  # validates model/task compatibility before anything else happens
-        require(cfg.augment == "none" or len(self.task.input_shape) == 3, "augment", cfg.augment,
-                f"none for task {self.task.name!r}: crop_flip needs image inputs (C, H, W)")
-        self.device = resolve_device(cfg.device)
+        self.task = task if task is not None else build_checked_task(cfg)
+        self.algo, make_module, self.device = check_run(cfg, self.task)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
         self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
@@ -81,6 +108,9 @@ class PairedRun:
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
+        work = max(self.engine.step_flops, self.evaluator.flops)
+        self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
+        self.engine.threads = self.evaluator.threads = self.threads
         self.rows: list = []
         self.local_rows: list = []
         self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
@@ -136,6 +166,7 @@ class PairedRun:
         out = prepare_run_dir(out)
         atomic_write_json(out / "config.json", {**cfg.to_dict(), "hp_resolved": resolve_hp(cfg.algo, cfg.hp),
                                                 "versions": versions(), "device_used": str(self.device),
+                                                "threads": self.threads,
                                                 "d": self.model.d,
                                                 "n_min": int(self.data.n_np[: self.task.num_train_clients].min())})
         start = time.perf_counter()

@@ -30,6 +30,10 @@ def initial_parameters(init: str, seed: int, pairs: int, make_module: Callable, 
             thetas.append(torch.cat([p.detach().reshape(-1) for p in module.parameters()]))
         return torch.stack(thetas).to(dtype=flat.dtype, device=flat.device)
     vector = _load_vector(Path(init), flat)
+    bad = int((~torch.isfinite(vector.double())).sum())
+    if bad:
+        raise ConfigError(f"invalid init={init!r}: {bad} of its {vector.numel()} values are NaN or infinite; "
+                          "both runs must start from finite parameters")
     return vector.to(dtype=flat.dtype, device=flat.device).expand(pairs, flat.d).clone()
 
 

@@ -45,6 +45,12 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def require_out(out) -> None:
+    """Refuse an empty ``--out`` (it would silently mean the current directory)."""
+    if out is not None and not str(out).strip():
+        raise ConfigError(f"invalid out={str(out)!r}: a directory path (or leave --out out for the default)")
+
+
 def prepare_run_dir(path) -> Path:
     """Create ``path`` (and parents) or fail with a one-line error if it cannot be written."""
     path = Path(path)

@@ -1,10 +1,19 @@
 """Sweeps: grids of paired runs (spec), their state (manifest), where they run (executors), the driver
-(runner) and the combined tables and figures (report)."""
+(runner) and the combined tables and figures (report). The names are imported on first use (PEP 562), so
+the CLI's start-up does not import torch through them."""
+import importlib
+
 REPORT_FORMATS = ("csv", "parquet")  # tidy-table formats of ``stabkit report`` (stabkit.sweep.report)
 
-from stabkit.sweep.executors import make_executor  # noqa: E402
-from stabkit.sweep.manifest import read_manifest  # noqa: E402
-from stabkit.sweep.runner import run_sweep  # noqa: E402
-from stabkit.sweep.spec import Job, SweepSpec, load_spec, parse_spec  # noqa: E402
+_EXPORTS = {"make_executor": "stabkit.sweep.executors", "read_manifest": "stabkit.sweep.manifest",
+            "run_sweep": "stabkit.sweep.runner", "Job": "stabkit.sweep.spec", "SweepSpec": "stabkit.sweep.spec",
+            "load_spec": "stabkit.sweep.spec", "parse_spec": "stabkit.sweep.spec"}
+__all__ = ["REPORT_FORMATS", *sorted(_EXPORTS)]
 
-__all__ = ["REPORT_FORMATS", "Job", "SweepSpec", "load_spec", "make_executor", "parse_spec", "read_manifest", "run_sweep"]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'stabkit.sweep' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import socket
 from typing import Callable, Iterator
 
 from stabkit.errors import ConfigError, require
 from stabkit.sweep.job import execute_job
 
 EXECUTORS = ("local", "ray")
+CONNECT_TIMEOUT_S = 3.0  # a cluster address that does not answer within this is refused before the sweep starts
 
 
 class LocalExecutor:
@@ -26,6 +28,7 @@ class LocalExecutor:
     def __init__(self, workers: int = 1):
         require(isinstance(workers, int) and workers >= 1, "workers", workers, "a positive integer")
         self.workers = workers
+        self.shares_files = True
 
     def run(self, jobs: list, on_start: Callable) -> Iterator:
         if self.workers == 1:
@@ -48,7 +51,10 @@ class RayExecutor:
 
     def __init__(self, address: str):
         require(bool(address), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
+        if address not in ("auto", "local"):
+            _check_reachable(address)
         self.address = address
+        self.shares_files = address in ("auto", "local")  # a remote cluster may hold data we do not see
 
     def run(self, jobs: list, on_start: Callable) -> Iterator:
         try:
@@ -72,6 +78,19 @@ class RayExecutor:
                 yield pending.pop(ref), ray.get(ref)
         finally:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a HOST:PORT (or ray://HOST:PORT) where nothing accepts connections: ``ray.init`` would
+    otherwise keep retrying for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    require(bool(sep and host) and port.isdigit(), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise ConfigError(f"invalid address={address!r}: no Ray cluster answers there "
+                          f"({e.strerror or type(e).__name__}; start one with `ray start --head`, or use "
+                          f"--address local)") from None
 
 
 def make_executor(name: str, workers: int = 1, address: str | None = None):

@@ -5,6 +5,11 @@ The driver is the only writer of the sweep directory: each finished job's files 
 atomically after every state change, so killing the sweep at any moment loses no finished job and
 leaves no half-written one. A job that crashes or diverges is recorded as ``failed`` with its message
 (its metrics up to the divergence are kept) and the sweep goes on.
+
+Before anything is written, every job is also checked against its data as ``stabkit pair`` checks a run
+(data files present and well-formed, batch size, memory), each distinct task built once: a sweep whose
+data is missing fails at once, not job by job. Executors whose workers do not share this machine's files
+(a remote Ray cluster) skip the data check.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from stabkit.errors import ConfigError
+from stabkit.run.config import RunConfig
 from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
 from stabkit.sweep.manifest import Manifest
 from stabkit.sweep.spec import SweepSpec
@@ -24,6 +31,8 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
               progress: Optional[Callable] = None) -> Manifest:
     """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
     jobs = spec.jobs()  # validates every job before anything is written
+    if getattr(executor, "shares_files", True):
+        check_job_data(jobs)
     root = prepare_run_dir(out)
     atomic_write_json(root / "spec.json", spec.to_dict())
     manifest = Manifest(root, spec, jobs, force=force)
@@ -43,6 +52,24 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
         _store(manifest, job_id, result)
         report("finished", job_id, manifest, result)
     return manifest
+
+
+def check_job_data(jobs: list) -> None:
+    """Check every job on its task (built once per distinct task and options); a one-line error names the job."""
+    from stabkit.run.experiment import build_checked_task, check_run  # imported on use: torch
+
+    by_task: dict = {}
+    for job in jobs:
+        cfg = RunConfig.from_dict(job.config)
+        by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
+    for group in by_task.values():
+        task = None
+        for job, cfg in group:
+            try:
+                task = task or build_checked_task(cfg)
+                check_run(cfg, task)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (sweep job {job.id})") from None
 
 
 def _store(manifest: Manifest, job_id: str, result: dict) -> None:

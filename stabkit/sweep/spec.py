@@ -129,9 +129,11 @@ def _check_key(key, what: str) -> None:
 
 
 def _make_job(base: dict, params: dict) -> Job:
-    values = {k: v for k, v in base.items()}
-    values["hp"] = dict(values.get("hp") or {})
-    for key, value in params.items():
+    values = {k: v for k, v in base.items() if not k.startswith(HP_PREFIX)}
+    hp = values.get("hp") or {}
+    require(isinstance(hp, dict), "hp", hp, "a mapping of hyperparameter names to values, e.g. {beta: 0.9}")
+    values["hp"] = dict(hp)
+    for key, value in [*((k, v) for k, v in base.items() if k.startswith(HP_PREFIX)), *params.items()]:
         if key.startswith(HP_PREFIX):
             if value is not None:
                 values["hp"][key[len(HP_PREFIX):]] = value

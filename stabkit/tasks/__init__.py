@@ -14,6 +14,7 @@ from stabkit.tasks.idx import build_emnist_l, build_fashion_mnist, build_mnist
 from stabkit.tasks.leaf import build_shakespeare
 from stabkit.tasks.npz import build_npz
 from stabkit.tasks.options import TaskOptions
+from stabkit.tasks import quadratic, synthetic
 from stabkit.tasks.quadratic import build_quadratic
 from stabkit.tasks.synthetic import build_synthetic
 from stabkit.tasks.tinyimagenet import build_tinyimagenet
@@ -24,11 +25,19 @@ _BUILDERS = {"digits": build_digits, "synthetic": build_synthetic,
              "fashion_mnist": build_fashion_mnist, "emnist_l": build_emnist_l,
              "shakespeare": build_shakespeare, "tinyimagenet": build_tinyimagenet}
 TASKS = tuple(_BUILDERS)
+_GENERATED_BYTES = {"synthetic": synthetic.data_bytes, "quadratic": quadratic.data_bytes}
 
-__all__ = ["TASKS", "Task", "TaskOptions", "build_task"]
+__all__ = ["TASKS", "Task", "TaskOptions", "build_task", "generated_bytes"]
 
 
 def build_task(name: str, opts: TaskOptions) -> Task:
     """Build task ``name`` (one of :data:`TASKS`) with options ``opts``."""
     require(name in _BUILDERS, "task", name, f"one of {', '.join(TASKS)}")
     return _BUILDERS[name](opts, np.random.default_rng(opts.seed))
+
+
+def generated_bytes(name: str, opts: TaskOptions) -> int:
+    """Bytes of the arrays task ``name`` generates from ``opts`` (0 for tasks read from files, whose size is
+    the data's), so that a run can be refused before generating more than fits in memory."""
+    size = _GENERATED_BYTES.get(name)
+    return size(opts) if size else 0

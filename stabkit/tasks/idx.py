@@ -51,8 +51,9 @@ def _read(root: Path, task: str, name: str, ndim: int) -> np.ndarray:
     v = VARIANTS[task]
     path = locate(root, v["folders"], (name, name + ".gz"), task, FORMAT)
     a = read_idx(path, task)
-    if a.ndim != ndim:
-        raise malformed(task, path, FORMAT, f"holds a {a.ndim}-d array (need {ndim}-d)")
+    if a.ndim != ndim or a.dtype != np.uint8:  # the published files: magic 0x00000801 / 0x00000803
+        raise malformed(task, path, FORMAT, f"holds a {a.ndim}-d array of {a.dtype} (need {ndim}-d unsigned "
+                                            f"bytes, magic number 0x000008{ndim:02X})")
     return a
 
 

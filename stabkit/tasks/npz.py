@@ -64,7 +64,26 @@ def _load(path: str) -> dict:
             raise _fail(path, f"has x_test {xt.shape}, y_test {yt.shape} not matching x {x.shape}")
         if yt.dtype.kind != y.dtype.kind:
             raise _fail(path, f"has y_test of dtype {yt.dtype} but y of dtype {y.dtype}")
+        if np.issubdtype(y.dtype, np.integer) and yt.size and (yt.min() < 0 or yt.max() > y.max(initial=0)):
+            outside = int(((yt < 0) | (yt > y.max(initial=0))).sum())
+            raise _fail(path, f"has {outside} y_test labels outside the training labels 0..{y.max(initial=0)}")
+    for name in ("x", "x_test", "y", "y_test"):
+        _check_values(path, name, arrays.get(name))
     return arrays
+
+
+def _check_values(path: str, name: str, a) -> None:
+    """Numbers only, and all finite as the float32 the task stores (a NaN or inf would only surface as a
+    run diverging at round 1)."""
+    if a is None:
+        return
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
+        raise _fail(path, f"has {name} of dtype {a.dtype} (need numbers)")
+    if np.issubdtype(a.dtype, np.floating):
+        with np.errstate(over="ignore"):
+            bad = int(a.size - np.count_nonzero(np.isfinite(a.astype(np.float32))))
+        if bad:
+            raise _fail(path, f"has {bad} non-finite values in {name} (NaN, inf, or beyond float32's range)")
 
 
 def build_npz(opts: TaskOptions, rng: np.random.Generator) -> Task:

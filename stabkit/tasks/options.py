@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 
 from stabkit.errors import require
 from stabkit.tasks.partition import SCHEMES
+from stabkit.typecheck import check_field_types
+
+SEED_LIMIT = 2 ** 64  # seeds are hashed as 64-bit words (stabkit.engine.rng)
 
 
 def option(default, help: str, cli_name: str | None = None):
@@ -49,6 +52,7 @@ class TaskOptions:
                                         "'Data sets')")
 
     def __post_init__(self) -> None:
+        check_field_types(self, {"seed": "data_seed"})
         require(self.clients >= 1, "clients", self.clients, "an integer >= 1")
         require(self.heldout_clients >= 2, "heldout_clients", self.heldout_clients,
                 "an integer >= 2 (split into a replacement pool and an unseen pool)")
@@ -60,7 +64,7 @@ class TaskOptions:
                 "an integer >= 1")
         require(0 < self.val_fraction < 1, "val_fraction", self.val_fraction,
                 "a number strictly between 0 and 1")
-        require(self.seed >= 0, "seed", self.seed, "a non-negative integer")
+        require(0 <= self.seed < SEED_LIMIT, "data_seed", self.seed, "an integer in [0, 2**64)")
         require(self.synthetic_alpha >= 0, "synthetic_alpha", self.synthetic_alpha,
                 "a non-negative variance")
         require(self.synthetic_beta >= 0, "synthetic_beta", self.synthetic_beta,

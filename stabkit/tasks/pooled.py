@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stabkit.errors import ConfigError
 from stabkit.tasks.partition import partition, split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.options import TaskOptions
@@ -20,8 +21,12 @@ def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, 
     """Partition samples ``x[pool]`` among ``opts.clients + opts.heldout_clients`` clients.
 
     ``source`` names the data in the task description. Samples left over by the balanced partition
-    are dropped.
+    are dropped. Labels outside ``0..num_classes-1`` (a malformed file) are refused in one line.
     """
+    outside = [int(((a < 0) | (a >= num_classes)).sum()) for a in (y[pool], test_y)]
+    if any(outside):
+        raise ConfigError(f"{name}: {source} has labels outside 0..{num_classes - 1} ({outside[0]} training, "
+                          f"{outside[1]} test samples); the files are malformed")
     parts = partition(y[pool], opts.partition, opts.clients + opts.heldout_clients, rng,
                       alpha=opts.dirichlet_alpha, shards_per_client=opts.shards_per_client)
     splits = [split_off(pool[p], opts.val_fraction, rng) for p in parts]

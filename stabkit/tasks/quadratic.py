@@ -40,6 +40,14 @@ def _float32(pairs: list) -> tuple[list, list]:
     return [a.astype(np.float32) for a, _ in pairs], [b.astype(np.float32) for _, b in pairs]
 
 
+def data_bytes(opts: TaskOptions) -> int:
+    """Bytes of the float32 rows ``build_quadratic`` generates plus its float64 Hessian and root (checked
+    before generating them)."""
+    n, n_val = opts.samples_per_client, max(opts.quad_dim, math.ceil(opts.val_fraction * opts.samples_per_client))
+    samples = (opts.clients + opts.heldout_clients) * (n + n_val) + opts.clients * n_val
+    return samples * (opts.quad_dim + 1) * 4 + 2 * opts.quad_dim ** 2 * 8
+
+
 def build_quadratic(opts: TaskOptions, rng: np.random.Generator) -> Task:
     """Build M + H least-squares clients and their exact constants.
 

@@ -26,6 +26,14 @@ def _client_data(opts: TaskOptions, rng: np.random.Generator, n: int) -> tuple[n
     return x.astype(np.float32), y.astype(np.int64)
 
 
+def data_bytes(opts: TaskOptions) -> int:
+    """Bytes of the float32 features ``build_synthetic`` generates plus one client's float64 model (checked
+    before generating them)."""
+    n, n_val = opts.samples_per_client, math.ceil(opts.val_fraction * opts.samples_per_client)
+    samples = (opts.clients + opts.heldout_clients) * (n + n_val) + opts.clients * n_val
+    return samples * opts.dim * 4 + opts.classes * (opts.dim + 1) * 8
+
+
 def build_synthetic(opts: TaskOptions, rng: np.random.Generator) -> Task:
     """Natural partition: each client is its own distribution (the ``partition`` option is ignored).
 

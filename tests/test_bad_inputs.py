@@ -1,0 +1,259 @@
+"""Every bad input gets one line: per command, a table of bad inputs, each of which must end with exit
+status 2, exactly one line ``error: ...`` naming the bad value, no traceback and nothing written.
+
+Each case refuses before anything runs, so the tables stay fast. Files a case needs are written by
+``FILES`` into the test's directory (the working directory of the command) and named ``@name`` in its
+arguments; ``@port`` is a closed port on 127.0.0.1.
+"""
+import json
+import pickle
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
+from tests.helpers import cli
+
+DIGITS_D = 64 * 64 + 64 + 64 * 10 + 10  # parameters of the default digits MLP
+
+
+def _npz(path, **changes):
+    rng = np.random.default_rng(0)
+    arrays = dict(x=rng.standard_normal((60, 3)).astype(np.float32), y=rng.integers(0, 3, 60),
+                  client=np.repeat(np.arange(6), 10))
+    arrays.update(changes)
+    np.savez(path, **arrays)
+
+
+def _with_nan(a, count):
+    a = np.array(a, dtype=np.float32)
+    a.reshape(-1)[:count] = np.nan
+    return a
+
+
+def _float_idx(root):
+    """MNIST whose training images file says float32 (magic 0x00000D03) with a matching byte count."""
+    write_idx(root, "mnist", train=40, test=10)
+    write_idx_file(root / "train-images-idx3-ubyte", np.zeros((40, 28, 28), np.float32) / 4)
+
+
+def _cifar_label_10(root):
+    """CIFAR-10 whose first training batch holds one label 10."""
+    write_cifar(root, "cifar10", train=100, test=10)
+    path = root / "cifar-10-batches-py" / "data_batch_1"
+    batch = pickle.loads(path.read_bytes())
+    batch[b"labels"][0] = 10
+    path.write_bytes(pickle.dumps(batch))
+
+
+FILES = {
+    "nan_init": lambda p: np.save(p, np.full(DIGITS_D, np.nan)),
+    "inf_init": lambda p: np.save(p, np.r_[np.zeros(DIGITS_D - 3), np.inf, -np.inf, np.nan]),
+    "npz_nan_x": lambda p: _npz(p, x=_with_nan(np.ones((60, 3)), 7)),
+    "npz_inf_x": lambda p: _npz(p, x=np.where(np.eye(60, 3) > 0, np.inf, 1.0)),
+    "npz_huge_x": lambda p: _npz(p, x=np.full((60, 3), 1e300)),
+    "npz_nan_y": lambda p: _npz(p, y=_with_nan(np.ones(60), 2)),
+    "npz_nan_x_test": lambda p: _npz(p, x_test=_with_nan(np.ones((5, 3)), 1), y_test=np.zeros(5, np.int64)),
+    "npz_y_test_outside": lambda p: _npz(p, x_test=np.ones((5, 3)), y_test=np.array([0, 1, 2, 7, 9])),
+    "npz_text_x": lambda p: _npz(p, x=np.full((60, 3), "a")),
+    "npz_big_label": lambda p: _npz(p, y=np.r_[np.zeros(59, np.int64), 10 ** 8]),
+    "small_cifar": lambda p: write_cifar(p, "cifar10", train=600, test=20),
+    "cifar_label_10": _cifar_label_10,
+    "float_mnist": _float_idx,
+    "mnist_label_12": lambda p: (write_idx(p, "mnist", train=40, test=10),
+                                 write_idx_file(p / "t10k-labels-idx1-ubyte", np.full(10, 12, np.uint8))),
+    "cfg_local_rounds_map": "local_rounds: {a: 1}\n",
+    "cfg_local_rounds_bool": "local_rounds: [true]\n",
+    "cfg_hp_list": "hp: [0.9, 0.1]\n",
+    "cfg_task_options_int": "task_options: 5\n",
+    "cfg_task_options_bool": "task_options: {clients: true}\n",
+    "cfg_seed_text": "seed: abc\n",
+    "cfg_data_seed_float": "data_seed: 1.5\n",
+    "cfg_rounds_bool": "rounds: true\n",
+    "cfg_pairs_float": "pairs: 2.5\n",
+    "cfg_lr_text": "lr: fast\n",
+    "cfg_clients_text": "clients: many\n",
+    "cfg_weight_decay_inf": "weight_decay: .inf\n",
+    "cfg_batch_list": "batch_size: [16]\n",
+}
+DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
+SUFFIX = {"init": ".npy", "npz": ".npz", "cfg": ".yaml"}
+
+
+def _materialise(args, root):
+    out = []
+    for a in args:
+        if a == "@port":
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            a = f"127.0.0.1:{port}"  # closed once the socket is
+        elif "@" in a:
+            prefix, name = a.split("@")
+            make = FILES[name]
+            path = root / (name + next((v for k, v in SUFFIX.items() if name.startswith(k) or name.endswith(k)), ""))
+            if isinstance(make, str):
+                path.write_text(make)
+            elif not path.exists():
+                if name in DIRECTORIES:
+                    path.mkdir()
+                make(path)
+            a = prefix + str(path)
+        out.append(a)
+    return out
+
+
+def _snapshot(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def check_refused(args, needle, tmp_path, capsys, monkeypatch, max_s=None):
+    """Run ``stabkit ARGS`` in ``tmp_path``: exit 2, one line ``error: ...`` containing ``needle``, no
+    traceback, no file added."""
+    monkeypatch.chdir(tmp_path)
+    args = _materialise(args, tmp_path)
+    before = _snapshot(tmp_path)
+    start = time.perf_counter()
+    code, out, err = cli(args, capsys)
+    took = time.perf_counter() - start
+    lines = err.strip().splitlines()
+    assert code == 2, (code, out, err)
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in err + out
+    assert _snapshot(tmp_path) == before, "nothing may be written for a refused command"
+    assert max_s is None or took < max_s, f"took {took:.1f} s"
+
+
+PAIR = [
+    # non-finite and out-of-range numbers, for every kind of float option
+    (["--dirichlet-alpha", "inf"], "dirichlet_alpha=inf"),
+    (["--dirichlet-alpha", "nan"], "dirichlet_alpha=nan"),
+    (["--weight-decay", "inf"], "weight_decay=inf"),
+    (["--weight-decay", "nan"], "weight_decay=nan"),
+    (["--lr", "nan"], "lr=nan"),
+    (["--global-lr", "inf"], "global_lr=inf"),
+    (["--lr-decay", "nan"], "lr_decay=nan"),
+    (["--clip", "inf"], "clip=inf"),
+    (["--ri-beta", "nan"], "ri_beta=nan"),
+    (["--participation", "nan"], "participation=nan"),
+    (["--eval-fraction", "nan"], "eval_fraction=nan"),
+    (["--val-fraction", "nan"], "val_fraction=nan"),
+    (["--task", "synthetic", "--synthetic-alpha", "inf"], "synthetic_alpha=inf"),
+    (["--task", "quadratic", "--quad-condition", "inf"], "quad_condition=inf"),
+    (["--task", "quadratic", "--quad-noise", "nan"], "quad_noise=nan"),
+    (["--algo", "fedprox", "--hp", "lam=inf"], "lam=inf"),
+    (["--algo", "fedsam", "--hp", "rho=nan"], "rho=nan"),
+    # seeds: 64-bit words
+    (["--seed", "-1"], "seed=-1"),
+    (["--seed", str(2 ** 70)], f"seed={2 ** 70}"),
+    (["--data-seed", "-1"], "data_seed=-1"),
+    # command-line shape
+    (["--out", ""], "out=''"),
+    (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.9"], "given twice"),
+    (["--local-rounds", "0,x"], "local_rounds='0,x'"),
+    (["--preset", "nosuch"], "preset='nosuch'"),
+    # batch larger than every client's data; a preset on a data directory too small for its partition
+    (["--batch-size", "1000"], "batch_size=1000"),
+    (["--preset", "fedsagd-cifar10", "--data-dir", "@small_cifar"], "batch_size=50"),
+    # config files with wrong types
+    (["--config", "@cfg_local_rounds_map"], "local_rounds"),
+    (["--config", "@cfg_local_rounds_bool"], "local_rounds=[True]"),
+    (["--config", "@cfg_hp_list"], "hp=[0.9, 0.1]"),
+    (["--config", "@cfg_task_options_int"], "task_options=5"),
+    (["--config", "@cfg_task_options_bool"], "clients=True"),
+    (["--config", "@cfg_seed_text"], "seed='abc'"),
+    (["--config", "@cfg_data_seed_float"], "data_seed=1.5"),
+    (["--config", "@cfg_rounds_bool"], "rounds=True"),
+    (["--config", "@cfg_pairs_float"], "pairs=2.5"),
+    (["--config", "@cfg_lr_text"], "lr='fast'"),
+    (["--config", "@cfg_clients_text"], "clients='many'"),
+    (["--config", "@cfg_weight_decay_inf"], "weight_decay=inf"),
+    (["--config", "@cfg_batch_list"], "batch_size"),
+    # init files with non-finite values
+    (["--init", "@nan_init"], f"{DIGITS_D} of its {DIGITS_D} values are NaN or infinite"),
+    (["--init", "@inf_init"], "3 of its"),
+    # runs too large for the machine: refused with the estimate before allocating
+    (["--task", "synthetic", "--clients", str(10 ** 8)], "available"),
+    (["--task", "synthetic", "--samples-per-client", str(10 ** 8)], "available"),
+    (["--task", "quadratic", "--clients", str(10 ** 8), "--clients-per-round", "2"], "available"),
+    (["--task", "synthetic", "--classes", str(10 ** 11)], "available"),
+    (["--task", "quadratic", "--quad-dim", str(10 ** 6), "--samples-per-client", str(10 ** 6)], "available"),
+    (["--pairs", str(10 ** 6)], "available"),
+    (["--hidden", str(10 ** 8)], "available"),
+    (["--task", "npz", "--npz-path", "@npz_big_label", "--clients", "4", "--heldout-clients", "2", "--batch-size",
+      "full"], "available"),
+    # npz files: non-finite values, labels outside the training range, non-numeric arrays
+    (["--task", "npz", "--npz-path", "@npz_nan_x", "--clients", "4", "--heldout-clients", "2"], "7 non-finite values in x "),
+    (["--task", "npz", "--npz-path", "@npz_inf_x", "--clients", "4", "--heldout-clients", "2"], "3 non-finite values in x "),
+    (["--task", "npz", "--npz-path", "@npz_huge_x", "--clients", "4", "--heldout-clients", "2"], "180 non-finite"),
+    (["--task", "npz", "--npz-path", "@npz_nan_y", "--clients", "4", "--heldout-clients", "2"], "2 non-finite values in y "),
+    (["--task", "npz", "--npz-path", "@npz_nan_x_test", "--clients", "4", "--heldout-clients", "2"], "in x_test"),
+    (["--task", "npz", "--npz-path", "@npz_y_test_outside", "--clients", "4", "--heldout-clients", "2"],
+     "2 y_test labels outside the training labels 0..2"),
+    (["--task", "npz", "--npz-path", "@npz_text_x", "--clients", "4", "--heldout-clients", "2"], "x of dtype <U1"),
+    # idx files of the wrong type, labels beyond the classes
+    (["--task", "mnist", "--data-dir", "@float_mnist", "--clients", "4"], "float32"),
+    (["--task", "mnist", "--data-dir", "@mnist_label_12", "--clients", "4"], "labels outside 0..9 (0 training, 10 test"),
+    (["--task", "cifar10", "--data-dir", "@cifar_label_10", "--clients", "4"], "labels outside 0..9 (1 training, 0 test"),
+]
+
+
+@pytest.mark.parametrize("args,needle", PAIR, ids=[" ".join(a) for a, _ in PAIR])
+def test_pair(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(["pair", *args, "--quiet"], needle, tmp_path, capsys, monkeypatch)
+
+
+SWEEP = [
+    (["--executor", "ray", "--address", "nohost"], "address='nohost'"),
+    (["--out", ""], "out=''"),
+    (["--set", "lr=0.1", "--set", "lr=0.2"], "given twice"),
+    (["--axis", "lr=0.1,0.2", "--axis", "lr=0.3"], "given twice"),
+    (["--set", "task=npz"], "npz_path"),
+    (["--set", "task=cifar10", "--set", "data_dir=missing"], "data_dir='missing'"),
+    (["--set", "task=npz", "--set", "npz_path=@npz_nan_x", "--set", "clients=4", "--set", "heldout_clients=2"],
+     "non-finite values in x"),
+    (["--set", "weight_decay=.inf"], "weight_decay=inf"),
+    (["--set", "rounds=true"], "rounds=True"),
+    (["--set", "batch_size=1000"], "batch_size=1000"),
+    (["--set", f"pairs={10 ** 6}"], "available"),
+    (["--set", "algo=fedsagd", "--set", "hp.beta=.nan"], "beta=nan"),
+    (["--set", "seed=-1"], "seed=-1"),
+]
+
+
+@pytest.mark.parametrize("args,needle", SWEEP, ids=[" ".join(a) for a, _ in SWEEP])
+def test_sweep(tmp_path, capsys, monkeypatch, args, needle):
+    base = [] if "--out" in args else ["--out", "sw"]
+    base += [] if "--axis" in args else ["--axis", "local_steps=1,2"]
+    for key in ("rounds=2", "pairs=1"):  # a tiny sweep unless the case sets the key itself
+        base += [] if f"--set {key.split('=')[0]}=" in " ".join(args) else ["--set", key]
+    check_refused(["sweep", *base, *args, "--quiet"], needle, tmp_path, capsys, monkeypatch, max_s=30)
+
+
+OTHER = [
+    (["presets", "extra"], "extra"),
+    (["models", "--bogus"], "--bogus"),
+    (["algos", "--bogus"], "--bogus"),
+    (["nosuchcommand"], "nosuchcommand"),
+]
+
+
+@pytest.mark.parametrize("args,needle", OTHER, ids=[" ".join(a) for a, _ in OTHER])
+def test_listing_commands(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(args, needle, tmp_path, capsys, monkeypatch)
+
+
+def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
+    """No cluster at HOST:PORT: refused at once (ray.init would retry for minutes), naming the address."""
+    check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", "@port"],
+                  "invalid address='127.0.0.1:", tmp_path, capsys, monkeypatch, max_s=10)
+
+
+def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
+    (tmp_path / "c.yaml").write_text("local_rounds: 1\nrounds: 2\npairs: 1\nconstants: false\n")
+    code, _, err = cli(["pair", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "r"), "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["local_rounds"] == [1]

@@ -1,0 +1,41 @@
+"""Thread policy: large ops use at most as many threads as CPUs are idle when a run starts."""
+import json
+import os
+
+import torch
+
+from stabkit import RunConfig, run_pair
+from stabkit.engine import threads
+from stabkit.engine.threads import SMALL_OP_FLOPS, idle_cpus, run_threads, threads_for
+
+
+def test_idle_cpus_is_a_share_of_this_process_cpus():
+    idle = idle_cpus(0.05)
+    assert idle is not None and 0.0 <= idle <= len(os.sched_getaffinity(0)) + 1e-9
+
+
+def test_busy_machine_gets_one_thread_idle_machine_torch_threads(monkeypatch):
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(threads, "idle_cpus", lambda: 0.3)
+    assert run_threads(1e9) == 1
+    monkeypatch.setattr(threads, "idle_cpus", lambda: 2.6)
+    assert run_threads(1e9) == 3
+    monkeypatch.setattr(threads, "idle_cpus", lambda: 7.0)
+    assert run_threads(1e9) == 4  # never more than torch's own count
+    assert run_threads(SMALL_OP_FLOPS / 2) == 1  # small work: one thread, nothing measured
+    monkeypatch.setenv(threads.THREADS_ENV, "3")
+    assert run_threads(1e9) == 3
+
+
+def test_large_ops_run_with_the_chosen_count_and_restore():
+    before = torch.get_num_threads()
+    with threads_for(1e30, 1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_run_records_its_thread_count(tmp_path, monkeypatch):
+    monkeypatch.setenv(threads.THREADS_ENV, "1")
+    run_pair(RunConfig(rounds=1, pairs=1, constants=False), out=tmp_path / "r")
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["threads"] == 1
