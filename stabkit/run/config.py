@@ -28,7 +28,7 @@ RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read.
-RUN_FACTS = ("versions", "device_used", "d", "n_min", "hp_resolved")
+RUN_FACTS = ("versions", "device_used", "d", "n_min", "hp_resolved", "label")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "

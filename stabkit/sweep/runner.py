@@ -3,7 +3,7 @@
 The driver is the only writer of the sweep directory: each finished job's files are written to
 ``jobs/.<id>.tmp`` and the directory is then renamed into place, and the manifest is rewritten
 atomically after every state change, so killing the sweep at any moment loses no finished job and
-leaves no half-written one. A job that crashes or diverges is recorded as ``failed`` with its message
+leaves no half-written one; a lock file keeps a second driver out of the directory. A job that crashes or diverges is recorded as ``failed`` with its message
 (its metrics up to the divergence are kept) and the sweep goes on.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
-from stabkit.sweep.manifest import Manifest
+from stabkit.sweep.lock import sweep_lock
+from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec
 
 
@@ -25,6 +26,11 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
     jobs = spec.jobs()  # validates every job before anything is written
     root = prepare_run_dir(out)
+    with sweep_lock(root):
+        return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+
+
+def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifest:
     atomic_write_json(root / "spec.json", spec.to_dict())
     manifest = Manifest(root, spec, jobs, force=force)
     todo = [j for j in jobs if not manifest.finished(j.id, retry_failed)]
@@ -33,7 +39,8 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
             manifest.set(j.id, "pending")
     _clean_temporaries(root)
     report = progress or (lambda *a: None)
-    report("start", None, manifest, {"todo": len(todo), "total": len(jobs)})
+    report("start", None, manifest, {"todo": len(todo), "total": len(jobs), "recovered": manifest.recovered,
+                                     "problem": manifest.problem})
 
     def on_start(job_id):
         manifest.set(job_id, "running", started=time.time())
@@ -57,11 +64,7 @@ def _store(manifest: Manifest, job_id: str, result: dict) -> None:
             atomic_write_text(tmp / name, data.decode())
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-    short = None
-    if result["summary"] is not None:
-        s = result["summary"]
-        short = {"final_disc": s["final_disc"]["mean"], "rounds_done": s["rounds_done"],
-                 "final_test_acc": s.get("final_test_acc", {}).get("mean")}
+    short = short_summary(result["summary"]) if result["summary"] is not None else None
     state = "failed" if result["error"] else "done"
     manifest.set(job_id, state, error=result["error"], wall_s=round(result["wall_s"], 3), summary=short)
 
