@@ -23,12 +23,13 @@ def done(tmp_path):
     return out
 
 
-@pytest.mark.parametrize("damage", ["truncated", "keyless", "deleted"])
+@pytest.mark.parametrize("damage", ["truncated", "keyless", "badstate", "deleted"])
 def test_damaged_manifest_is_rebuilt_without_rerunning_finished_jobs(done, capsys, damage):
     path = done / "manifest.json"
     before = json.loads(path.read_text())
+    bad_state = {**before, "jobs": {job: {"state": "weird"} for job in before["jobs"]}}
     {"truncated": lambda: path.write_text(path.read_text()[:40]), "keyless": lambda: path.write_text("{}"),
-     "deleted": path.unlink}[damage]()
+     "badstate": lambda: path.write_text(json.dumps(bad_state)), "deleted": path.unlink}[damage]()
     code, out, err = cli(["report", str(done)], capsys)
     assert code == 2 and err.count("\n") == 1 and "manifest.json is" in err
     assert f"stabkit sweep {done / 'spec.json'} --out {done}" in err
@@ -89,3 +90,10 @@ def test_report_keeps_jobs_too_short_to_fit_and_says_what_they_lack(tmp_path, ca
     assert not any("nan" in text for texts in legends.values() for text in texts)
     paths = sweep_report(out, bootstrap=0, plot=False)
     assert set(paths["missing"]) == set(short)
+
+
+def test_report_out_that_cannot_be_written_is_one_line(done, tmp_path, capsys):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    code, out, err = cli(["report", str(done), "--out", str(blocker / "report")], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Not a directory" in err, err

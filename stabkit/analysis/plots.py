@@ -1,12 +1,14 @@
 """Figures of ``stabkit bounds --plot``: one consistent style, each saved as PNG and PDF.
 
 * ``discrepancy``: ||x_t - x'_t|| per run (mean over pairs, band = min..max over pairs) with the best
-  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (solid: conditions
-  hold; dotted grey: conditions fail — drawn for reference, labelled as such);
+  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (the run's colour:
+  conditions hold; grey: conditions fail — drawn for reference, labelled as such), each with its own line
+  style and readable name (``Bound.title``); a bound equal to an earlier one is drawn as open markers
+  labelled ``= <that one>``; parts that could not be computed (a fit of a too-short run) are named under it;
 * ``local``: local discrepancy (L1 estimator) vs local step k at the logged rounds, with the L1 bounds;
 * ``gap``: generalisation gap (test - train loss) and client-level gap (R_u - R_e) vs round;
 * ``libra``: Libra's excess-risk decomposition (Corollary 1 on measured curves) with T* marked, and the
-  measured test loss with its minimum;
+  measured test loss with its minimum (right axis); the legend sits below each panel, off the curves;
 * ``fit_table``: the fit table as a figure.
 """
 from __future__ import annotations
@@ -124,7 +126,7 @@ def plot_local(analyses, out: Path) -> list:
         for b in a.bounds:
             if b.quantity == "local_disc" and b.form == "l1" and b.derived.get("round", 0) == 0:
                 ax.plot(np.arange(len(b.values)), b.values, color=color, lw=1, ls=":",
-                        label=f"{b.name}" + ("" if b.valid else " (conditions fail)"))
+                        label=f"{a.label}: {b.title}" + ("" if b.valid else " (conditions fail)"))
     ax.set(xlabel="local step k", ylabel="max distance between clients", title="Local discrepancy (L1, shared start)")
     if drew:
         ax.set_yscale("symlog", linthresh=1e-3)
@@ -155,6 +157,10 @@ def plot_libra(analyses, out: Path) -> list:
     n = max(1, len(usable))
     fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.2), squeeze=False, layout="constrained")
     fig.get_layout_engine().set(wspace=0.12)
+    if not usable:
+        axes[0][0].axis("off")
+        axes[0][0].text(0.5, 0.5, "no run has what Libra's Corollary 1 needs\n(measured ||grad f||², estimated L and PL μ)",
+                        ha="center", va="center")
     for a, ax in zip(usable, axes[0]):
         lib = a.libra
         t = np.arange(len(lib["total"]))

@@ -23,6 +23,7 @@ from stabkit.sweep.spec import SweepSpec, config_hash
 
 MANIFEST = "manifest.json"
 TERMINAL = ("done", "failed")
+STATES = ("pending", "running") + TERMINAL
 
 
 class Manifest:
@@ -91,7 +92,10 @@ def _load(path: Path) -> tuple[Optional[dict], Optional[str]]:
     except (ValueError, UnicodeDecodeError) as e:
         return None, f"not valid JSON ({str(e).splitlines()[0]})"
     if not isinstance(old, dict) or not {"spec", "spec_hash", "jobs", "axes"} <= set(old):
-        return None, "keys spec, spec_hash, axes, jobs missing"
+        return None, "missing its keys spec, spec_hash, axes, jobs"
+    if not isinstance(old["jobs"], dict) or not all(isinstance(r, dict) and r.get("state") in STATES
+                                                    for r in old["jobs"].values()):
+        return None, "holding job records without a valid state"
     return old, None
 
 
