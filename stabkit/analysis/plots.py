@@ -187,20 +187,30 @@ def plot_libra(analyses, out: Path) -> list:
     return _save(fig, out, "libra")
 
 
+# fit-table columns and their headers (the summary-row keys are terse)
+TABLE_COLUMNS = {"label": "run", "T": "T", "D_T": "$D_T$", "best_law": "best law", "sat.level": "saturating\nlevel c",
+                 "sat.rho": "saturating\nrate ρ", "Gamma": "predicted\nrate Γ", "power.p": "power\nexponent p",
+                 "tightest_valid": "tightest valid\nbound / measured", "T_star": "Libra T*\n(Cor. 1)",
+                 "T_star_fit": "Libra T*\n(fitted)", "test_loss_argmin": "test-loss\nminimum at t"}
+
+
 def plot_fit_table(rows: list, out: Path) -> list:
     sns.set_theme(**STYLE)
-    cols = ["label", "T", "D_T", "best_law", "sat.level", "sat.rho", "Gamma", "power.p", "tightest_valid",
-            "T_star", "T_star_fit", "test_loss_argmin"]
-    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
-    fig, ax = plt.subplots(figsize=(15, 0.6 + 0.4 * len(rows)))
+    cells = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in rows]
+    units = len(rows) + 2  # the header takes two lines
+    fig, ax = plt.subplots(figsize=(15, 0.3 * units + 0.2))
     ax.axis("off")
-    notes = [f"{r['label']}: {r['missing']}" for r in rows if r.get("missing")]
-    if notes:
-        fig.text(0.01, 0.0, "not computed: " + "; ".join(notes), ha="left", va="top", fontsize=7, color="0.3")
-    table = ax.table(cellText=cells, colLabels=cols, loc="center", cellLoc="center")
+    table = ax.table(cellText=cells, colLabels=list(TABLE_COLUMNS.values()), cellLoc="center", bbox=[0, 0, 1, 1])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
-    table.scale(1, 1.4)
+    table.auto_set_column_width(list(range(len(TABLE_COLUMNS))))
+    for (row, _), cell in table.get_celld().items():
+        cell.set_height((2 if row == 0 else 1) / units)
+        if row == 0:
+            cell.set_text_props(weight="bold")
+    notes = [f"{r['label']}: {r['missing']}" for r in rows if r.get("missing")]
+    if notes:
+        fig.text(0.01, -0.02, "not computed:\n" + "\n".join(notes), ha="left", va="top", fontsize=7, color="0.3")
     return _save(fig, out, "fit_table")
 
 
