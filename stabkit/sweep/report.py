@@ -8,9 +8,12 @@ Writes to ``DIR/report/`` (or ``out``):
   growth-law fits, predicted rates, Libra's T*, excess risk at T);
 * ``bounds.csv``: every instantiated bound of every job (validity, tightness, holds);
 * figures (PNG + PDF): ``discrepancy`` (D_t per setting, mean over seeds and pairs, band ±1 std),
-  ``local`` (local discrepancy vs local step, if logged), and for every numeric swept axis ``vs_<axis>``:
-  final discrepancy, fitted growth parameters and Libra's excess risk against the axis (error bars: std
-  over seeds and pairs, over seeds for the fits).
+  ``local`` (local discrepancy vs local step, if logged; a curve equal to another, e.g. every setting at
+  round 0, is drawn as open markers labelled ``= <that one>``), and for every numeric swept axis
+  ``vs_<axis>``: final discrepancy, fitted growth parameters (the saturating level only where that law is
+  best) and Libra's excess risk against the axis (error bars: std over seeds and pairs, over seeds for the
+  fits). Legends read ``axis=value`` with ``default`` for an unset value; more than ten settings repeat the
+  colours with another line style.
 
 The axis called ``seed`` is the replicate axis; every other axis defines the settings compared.
 """
@@ -204,13 +207,21 @@ def _plot_local(name, analyses, labels, out) -> list:
     return _save(fig, out, "local")
 
 
-PANELS = [("D_T", "final discrepancy $D_T$"), ("sat.level", "saturating fit: level c"),
+PANELS = [("D_T", "final discrepancy $D_T$"),
+          ("sat.level", "saturating level c (where best by BIC)"),
           ("power.p", "power fit: exponent p"), ("excess_risk_T", "excess risk at T (measured) / Libra bound")]
 
 
 def _plot_vs(name, axis, others, jobs, out) -> list:
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.8))
+    # a saturating level fitted to a curve that does not level off (rho -> 0) is meaningless: left out
+    jobs = jobs.assign(**{"sat.level": jobs["sat.level"].where(jobs["best_law"] == "saturating")}) \
+        if {"sat.level", "best_law"} <= set(jobs) else jobs
     groups = list(jobs.groupby(others, dropna=False)) if others else [("all", jobs)]
+    for ax, (col, title) in zip(axes, PANELS):
+        ax.set(xlabel=axis, title=title)
+        if col not in jobs or jobs[col].isna().all():
+            ax.text(0.5, 0.5, "no job has this value", ha="center", va="center", transform=ax.transAxes, color="0.4")
     for (key, g), color in zip(groups, _colors(len(groups))):
         label = _label(dict(zip(others, key if isinstance(key, tuple) else (key,))), others) if others else ""
         for ax, (col, title) in zip(axes, PANELS):
@@ -227,7 +238,6 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
             if col == "excess_risk_T" and "libra_bound_T" in g:
                 lb = g.groupby(axis)["libra_bound_T"].mean()
                 ax.plot(lb.index, lb.values, color=color, ls=":", marker="x", label=f"{label} Libra bound".strip())
-            ax.set(xlabel=axis, title=title)
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
