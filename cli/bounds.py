@@ -15,7 +15,8 @@ FORMATS = ("table", "csv", "json")
 def _text(a) -> str:
     row = a.summary_row()
     lines = [f"== {a.path}  [{row['label']}, --perturb {row['perturb']}, T = {row['T']}, {row['pairs']} pairs]",
-             f"D_T = {row['D_T']:.4g} ± {row['D_T_std']:.3g} (mean ± std over pairs); best law: {row['best_law'] or '– (no fit)'}"]
+             f"D_T = {row['D_T']:.4g} ± {row['D_T_std']:.3g} (mean ± std over pairs); "
+             f"best law: {row['best_law'] or '– (no fit)'}"]
     lines += [a.fit.table()] if a.fit else []
     lines += [f"{part}: {why}" for part, why in a.missing.items()]
     rho, (lo, hi) = row["sat.rho"], row["sat.rho.ci"]

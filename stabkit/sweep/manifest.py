@@ -113,7 +113,8 @@ def recover_jobs(root: Path, jobs: list) -> dict:
             continue
         error = None
         if summary.get("status") == "diverged":
-            error = f"diverged: {summary.get('diverged_reason', 'non-finite values')} at round {summary['diverged_round']}"
+            why = summary.get("diverged_reason", "non-finite values")
+            error = f"diverged: {why} at round {summary['diverged_round']}"
         found[job.id] = {"state": "failed" if error else "done", "config_hash": job.config_hash, "error": error,
                          "summary": short_summary(summary), "recovered": True}
     return found

@@ -56,7 +56,7 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
         row = {"job": job_id, **_param_cols(rec["params"]), "state": rec["state"], "error": rec.get("error")}
         path = root / "jobs" / job_id
         if not (path / "metrics.csv").is_file():
-            missing[job_id] = {"metrics": f"no metrics ({rec['state']}" + (f": {rec['error']})" if rec.get("error") else ")")}
+            missing[job_id] = {"metrics": f"no metrics ({rec['state']}{': ' + rec['error'] if rec.get('error') else ''})"}
         else:
             try:
                 df = load_run(path)

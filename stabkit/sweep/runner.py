@@ -3,8 +3,9 @@
 The driver is the only writer of the sweep directory: each finished job's files are written to
 ``jobs/.<id>.tmp`` and the directory is then renamed into place, and the manifest is rewritten
 atomically after every state change, so killing the sweep at any moment loses no finished job and
-leaves no half-written one; a lock file keeps a second driver out of the directory. A job that crashes or diverges is recorded as ``failed`` with its message
-(its metrics up to the divergence are kept) and the sweep goes on.
+leaves no half-written one; a lock file keeps a second driver out of the directory. A job that crashes
+or diverges is recorded as ``failed`` with its message (its metrics up to the divergence are kept) and the
+sweep goes on; a full disk stops it with one line.
 """
 from __future__ import annotations
 
