@@ -1,13 +1,14 @@
 """``stabkit bounds RUN [RUN...]``: fits, instantiated bounds, tightness and Libra's excess risk of runs."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 import numpy as np
+import pandas as pd
 
 from stabkit.errors import ConfigError
+from stabkit.run.runstore import prepare_run_dir, strict_json
 
 FORMATS = ("table", "csv", "json")
 
@@ -15,10 +16,12 @@ FORMATS = ("table", "csv", "json")
 def _text(a) -> str:
     row = a.summary_row()
     lines = [f"== {a.path}  [{row['label']}, --perturb {row['perturb']}, T = {row['T']}, {row['pairs']} pairs]",
-             f"D_T = {row['D_T']:.4g} ± {row['D_T_std']:.3g} (mean ± std over pairs); best law: {row['best_law']}",
-             a.fit.table()]
+             f"D_T = {row['D_T']:.4g} ± {row['D_T_std']:.3g} (mean ± std over pairs); "
+             f"best law: {row['best_law'] or '– (no fit)'}"]
+    lines += [a.fit.table()] if a.fit else []
+    lines += [f"{part}: {why}" for part, why in a.missing.items()]
     rho, (lo, hi) = row["sat.rho"], row["sat.rho.ci"]
-    if "Gamma" in row:
+    if "Gamma" in row and a.fit:
         lines.append(f"saturation rate: fitted rho = {rho:.4g} [{lo:.3g}, {hi:.3g}] vs predicted Gamma = "
                      f"{row['Gamma']:.4g} (ratio {row['rho/Gamma']:.3g}); fitted level {row['sat.level']:.4g} vs "
                      f"predicted plateau {row['predicted_level']:.4g}")
@@ -69,8 +72,18 @@ def _flat(row: dict) -> dict:
     return out
 
 
+def _run_and_label(arg: str) -> tuple:
+    """``RUN`` or ``RUN=LABEL`` (a directory whose own name contains '=' is taken whole)."""
+    run, sep, label = arg.rpartition("=")
+    if not sep or Path(arg).is_dir():
+        return arg, ""
+    if not label.strip():
+        raise ConfigError(f"invalid run={arg!r}: RUN=LABEL needs a non-empty label")
+    return run, label.strip()
+
+
 @click.command()
-@click.argument("runs", nargs=-1, required=True)
+@click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
 @click.option("--plot", is_flag=True, help="draw the figures (PNG and PDF)")
 @click.option("--out", default=None, help="figure directory (default: RUN/figures for one run, else ./bounds-figures)")
 @click.option("--log", is_flag=True, help="log scale for the discrepancy panel")
@@ -84,7 +97,16 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
     from stabkit.analysis.run_analysis import analyze  # imported on use: scipy and the bound registry are slow to import
 
-    analyses = [analyze(r, bootstrap=bootstrap) for r in runs]
+    from stabkit.analysis.labels import distinct_labels
+
+    runs, labels = zip(*(_run_and_label(r) for r in runs))
+    target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
+    if plot and out:
+        prepare_run_dir(target)  # an unwritable --out fails before the analysis, not after it
+    analyses = [analyze(r, bootstrap=bootstrap, label=label) for r, label in zip(runs, labels)]
+    for a, given, default in zip(analyses, labels, distinct_labels([a.df.attrs["config"] for a in analyses])):
+        if not given and not a.df.attrs["config"].get("label"):
+            a.label = default
     if fmt == "table":
         click.echo("\n\n".join(_text(a) for a in analyses))
     elif fmt == "csv":
@@ -92,21 +114,14 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
 
         click.echo(pd.DataFrame([_flat(a.summary_row()) for a in analyses]).to_csv(index=False), nl=False)
     else:
-        payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(), "fits": a.fit.summary_row()}
-                   for a in analyses]
-        click.echo(json.dumps(payload, indent=2, default=_json))
+        payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(),
+                    "fits": a.fit.summary_row() if a.fit else None, "missing": a.missing} for a in analyses]
+        click.echo(strict_json(payload, indent=2))
     if plot:
         from stabkit.analysis.plots import plot_all
 
-        target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
         paths = plot_all(analyses, target, log=log)
         click.echo(f"figures: {', '.join(str(p) for p in paths if p.suffix == '.png')}", err=fmt != "table")
 
 
 command = bounds
-
-
-def _json(o):
-    if isinstance(o, (np.integer, np.floating, np.bool_)):
-        return o.item()
-    raise TypeError(type(o).__name__)

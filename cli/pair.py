@@ -126,8 +126,10 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
               help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
+                                            "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
+def pair(ctx, hp_items, config_path, preset, out, quiet, label, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
@@ -142,12 +144,17 @@ def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
 
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
               desc=f"{cfg.algo} {cfg.perturb}") as bar:
-        summary = run.run(out_dir, progress=lambda t: bar.update(1))
+        summary = run.run(out_dir, progress=lambda t: bar.update(1), label=label)
     click.echo(format_summary(summary))
     if summary["status"] == "diverged":
-        click.echo(f"run diverged (non-finite parameters or losses) at round {summary['diverged_round']}; "
+        click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
         ctx.exit(1)
+    if summary["status"] == "interrupted":
+        click.echo(f"interrupted at {summary['interrupted']}; metrics up to round {summary['rounds_done']} are "
+                   f"kept in {out_dir}" + ("" if summary["constants"] == "estimated" else
+                                           f" (constants {summary['constants']})"), err=True)
+        ctx.exit(130)
 
 
 command = pair

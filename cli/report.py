@@ -21,6 +21,8 @@ def report(sweep_dir, out, fmt, bootstrap, no_plot):
 
     paths = sweep_report(sweep_dir, out, fmt=fmt, bootstrap=bootstrap, plot=not no_plot)
     click.echo(f"table: {paths['table']}\njobs: {paths['jobs']}\nbounds: {paths['bounds']}")
+    for job, parts in paths["missing"].items():
+        click.echo(f"job {job} lacks " + "; ".join(f"{part} ({why})" for part, why in parts.items()))
     if paths.get("figures"):
         click.echo(f"figures: {', '.join(str(p) for p in paths['figures'])}")
 

@@ -53,6 +53,9 @@ class Progress:
         self.quiet, self.start, self.finished_now = quiet, time.perf_counter(), 0
 
     def __call__(self, event, job_id, manifest, info):
+        if event == "start" and info.get("problem"):  # said even with --quiet: the user's file was damaged
+            click.echo(f"manifest.json was {info['problem']}: rebuilt from the job directories "
+                       f"({info['recovered']} finished jobs found, not rerun)")
         if self.quiet:
             return
         c = manifest.counts()

@@ -14,3 +14,8 @@ def require(condition: bool, field: str, value, allowed: str) -> None:
     """Raise ``ConfigError`` saying ``field=value`` is invalid unless ``condition`` holds."""
     if not condition:
         raise ConfigError(f"invalid {field}={value!r}: {allowed}")
+
+
+class DiskFull(ConfigError):
+    """The output's file system is full: one line naming the file and the bytes it needed (the files written
+    before stay intact, every write being atomic); a sweep stops at once rather than failing job by job."""

@@ -1,5 +1,6 @@
 """Sweeps: expansion and validation of specs, resumability, failures, kill-safety, the report."""
 import json
+import re
 import os
 import signal
 import subprocess
@@ -60,7 +61,8 @@ def test_grid_resume_redo_and_failure(tmp_path):
     man, _ = sweep(bad, tmp_path / "bad")
     jobs = read_manifest(tmp_path / "bad")["jobs"]
     assert man.counts()["done"] == 1 and man.counts()["failed"] == 3
-    assert jobs["lr=1000000.0,init=default"]["error"].startswith("diverged: non-finite parameters or losses at round")
+    error = jobs["lr=1000000.0,init=default"]["error"]  # NaN/inf, or above the overflow threshold
+    assert re.match(r"diverged: (non-finite|\w+ .* > 1e\+12) at round \d+$", error), error
     assert "init" in jobs["lr=0.05,init=_nonexistent_init.pt"]["error"]
     assert jobs["lr=0.05,init=default"]["state"] == "done"
     # the diverged job keeps its metrics up to the divergence

@@ -31,9 +31,15 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+MIN_POINTS = 4     # a law has up to two parameters plus the noise variance: fewer points cannot be fitted
 MAX_POINTS = 201   # rounds used per fit: T <= 200 is used whole
 GRID = 96          # log-spaced starting values of the shape parameter
 GOLDEN_ITERS = 40  # shrinks the bracket (two grid steps) by 0.618**40 ~ 4e-9
+
+
+class TooFewPoints(ValueError):
+    """A curve has fewer than ``MIN_POINTS`` points to fit (a run of 1-2 rounds, K + 1 <= 3 local steps,
+    a run diverged early); ``stabkit bounds`` reports the fit as not made and computes everything else."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,8 @@ def _select(t, t_h: float) -> np.ndarray:
     idx = np.flatnonzero(t >= t_h)
     if len(idx) > MAX_POINTS:
         idx = idx[np.unique(np.round(np.linspace(0, len(idx) - 1, MAX_POINTS)).astype(int))]
-    if len(idx) < 4:
-        raise ValueError(f"a growth fit needs at least 4 rounds at t >= t_h={t_h}, got {len(idx)}")
+    if len(idx) < MIN_POINTS:
+        raise TooFewPoints(f"a growth fit needs at least {MIN_POINTS} rounds at t >= t_h={t_h:g}, got {len(idx)}")
     return idx
 
 

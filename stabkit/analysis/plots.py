@@ -1,12 +1,14 @@
 """Figures of ``stabkit bounds --plot``: one consistent style, each saved as PNG and PDF.
 
 * ``discrepancy``: ||x_t - x'_t|| per run (mean over pairs, band = min..max over pairs) with the best
-  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (solid: conditions
-  hold; dotted grey: conditions fail — drawn for reference, labelled as such);
+  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (the run's colour:
+  conditions hold; grey: conditions fail — drawn for reference, labelled as such), each with its own line
+  style and readable name (``Bound.title``); a bound equal to an earlier one is drawn as open markers
+  labelled ``= <that one>``; parts that could not be computed (a fit of a too-short run) are named under it;
 * ``local``: local discrepancy (L1 estimator) vs local step k at the logged rounds, with the L1 bounds;
 * ``gap``: generalisation gap (test - train loss) and client-level gap (R_u - R_e) vs round;
 * ``libra``: Libra's excess-risk decomposition (Corollary 1 on measured curves) with T* marked, and the
-  measured test loss with its minimum;
+  measured test loss with its minimum (right axis); the legend sits below each panel, off the curves;
 * ``fit_table``: the fit table as a figure.
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from stabkit.run.runstore import prepare_run_dir  # noqa: E402
 
 STYLE = dict(style="whitegrid", context="paper", font_scale=1.1)
 
@@ -39,6 +43,35 @@ def _colors(n):
     return sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1))
 
 
+def line_styles(n) -> list:
+    """``n`` distinct (colour, line style) pairs: the 10 colour-blind colours, then again dashed, dash-dotted, ...
+    (more than ten evenly spaced hues are too close to tell apart)."""
+    palette = sns.color_palette("colorblind", 10)
+    return [dict(color=palette[i % 10], ls=["-", "--", "-.", ":"][i // 10 % 4]) for i in range(n)]
+
+
+# Line styles of the bounds of one run (its colour), so bounds stay apart where colours repeat
+BOUND_STYLES = [dict(ls="-"), dict(ls="--"), dict(ls="-."), dict(ls=(0, (1, 1))), dict(ls=(0, (5, 1, 1, 1, 1, 1))),
+                dict(ls=(0, (8, 2))), dict(ls="-", marker="v", markevery=0.1, ms=3),
+                dict(ls="--", marker="s", markevery=0.1, ms=3)]
+
+
+def coincident(values: list, rtol: float = 1e-6) -> list:
+    """For each curve the index of the first earlier curve it equals at every round (None if none)."""
+    out = []
+    for i, v in enumerate(values):
+        out.append(next((j for j in range(i) if out[j] is None and v.shape == values[j].shape
+                         and np.allclose(v, values[j], rtol=rtol, atol=0, equal_nan=True)), None))
+    return out
+
+
+def _note_missing(fig, analyses) -> None:
+    """One line per run under the figure naming what could not be computed (e.g. a fit of a 2-round run)."""
+    lines = [f"{a.label}: {part} {why}" for a in analyses for part, why in a.missing.items()]
+    if lines:
+        fig.text(0.01, -0.02, "\n".join(lines), ha="left", va="top", fontsize=7, color="0.3")
+
+
 def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     sns.set_theme(**STYLE)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -48,18 +81,24 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
         t = np.arange(curves.shape[1])
         ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label} (measured)")
         ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
-        best = a.fit.fits[a.fit.best]
-        ax.plot(t, best.predict(t), color=color, ls="--", lw=1, label=f"fit: {a.fit.best}")
-        axb.plot(t[1:], curves.mean(0)[1:], color=color, lw=2, label=f"{a.label} (measured)")
+        if a.fit is not None:
+            ax.plot(t, a.fit.fits[a.fit.best].predict(t), color=color, ls="--", lw=1, label=f"fit: {a.fit.best}")
+        else:
+            ax.plot([], [], ls="none", label="fit: not made (too few rounds)")
+        axb.plot(t[1:], curves.mean(0)[1:], color=color, lw=2.2, label=f"{a.label} (measured)")
         positive = curves.mean(0)[1:][curves.mean(0)[1:] > 0]
         low = min(low, positive.min() if len(positive) else np.inf)
-        high = max([high, curves.max()] + [np.nanmax(b.values) for b in a.global_bounds() if b.valid])
-        for b in a.global_bounds():
-            if ".theta_t" in b.name:
-                continue
-            style = dict(color=color, lw=1, alpha=0.8) if b.valid else dict(color="0.6", lw=1, ls=":")
+        shown = [b for b in a.global_bounds() if ".theta_t" not in b.name]
+        high = max([high, curves.max()] + [np.nanmax(b.values) for b in shown if b.valid])
+        same = coincident([b.values for b in shown])
+        for i, (b, twin) in enumerate(zip(shown, same)):
+            style = dict(color=color, lw=1.1, alpha=0.9) if b.valid else dict(color="0.55", lw=1, alpha=0.9)
+            style.update(BOUND_STYLES[i % len(BOUND_STYLES)])
             tag = "" if b.valid else " (conditions fail)"
-            axb.plot(t[1:], b.values[1:], **style, label=f"{b.name} [{b.form}]{tag}")
+            if twin is not None:  # drawn on top of an equal curve: open markers so both stay visible
+                style.update(ls="none", marker="o", mfc="none", ms=4, markevery=0.08)
+                tag += f" = {shown[twin].title}"
+            axb.plot(t[1:], b.values[1:], **style, label=f"{a.label}: {b.title}{tag}")
     ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title="Global discrepancy (band: min–max over pairs)")
     if log:
         ax.set_yscale("log")
@@ -67,7 +106,8 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     if np.isfinite(low) and high > 0:
         axb.set_ylim(low / 2, high * 20)
     ax.legend(fontsize=7)
-    axb.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axb.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1), handlelength=3.5)
+    _note_missing(fig, analyses)
     return _save(fig, out, "discrepancy")
 
 
@@ -86,7 +126,7 @@ def plot_local(analyses, out: Path) -> list:
         for b in a.bounds:
             if b.quantity == "local_disc" and b.form == "l1" and b.derived.get("round", 0) == 0:
                 ax.plot(np.arange(len(b.values)), b.values, color=color, lw=1, ls=":",
-                        label=f"{b.name}" + ("" if b.valid else " (conditions fail)"))
+                        label=f"{a.label}: {b.title}" + ("" if b.valid else " (conditions fail)"))
     ax.set(xlabel="local step k", ylabel="max distance between clients", title="Local discrepancy (L1, shared start)")
     if drew:
         ax.set_yscale("symlog", linthresh=1e-3)
@@ -114,12 +154,18 @@ def plot_gap(analyses, out: Path) -> list:
 def plot_libra(analyses, out: Path) -> list:
     sns.set_theme(**STYLE)
     usable = [a for a in analyses if a.libra]
-    fig, axes = plt.subplots(1, max(1, len(usable)), figsize=(6 * max(1, len(usable)), 4.3), squeeze=False)
+    n = max(1, len(usable))
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.2), squeeze=False, layout="constrained")
+    fig.get_layout_engine().set(wspace=0.12)
+    if not usable:
+        axes[0][0].axis("off")
+        axes[0][0].text(0.5, 0.5, "no run has what Libra's Corollary 1 needs\n(measured ||grad f||², estimated L and PL μ)",
+                        ha="center", va="center")
     for a, ax in zip(usable, axes[0]):
         lib = a.libra
         t = np.arange(len(lib["total"]))
-        ax.plot(t[1:], lib["generalisation"][1:], label=r"generalisation $\frac{L}{2}s_t+\sqrt{s_t g_t}$")
-        ax.plot(t[1:], lib["optimisation"][1:], label=r"optimisation $C g_t$")
+        ax.plot(t[1:], lib["generalisation"][1:], color="C0", label=r"generalisation $\frac{L}{2}s_t+\sqrt{s_t g_t}$")
+        ax.plot(t[1:], lib["optimisation"][1:], color="C1", label=r"optimisation $C g_t$")
         ax.plot(t[1:], lib["total"][1:], color="k", lw=2, label="excess-risk bound $B^*_t$")
         ax.axvline(lib["T_star"], color="k", ls="--", lw=1, label=f"T* = {lib['T_star']} ({lib['regime']})")
         if lib["fit_degenerate"]:  # a phi on its bound: no decomposition, no T* to draw
@@ -129,30 +175,47 @@ def plot_libra(analyses, out: Path) -> list:
             ax.plot(t[1:], lib["fitted"][1:], color="C2", ls="-.",
                     label=r"fit $\phi_1 s_t + \phi_2 g_t$ to test loss $- f^*$")
             ax.axvline(lib["T_star_fit"], color="C2", ls="-.", lw=1, label=f"fitted T* = {lib['T_star_fit']}")
-        ax.set(xlabel="round t", ylabel="bound", yscale="log", title=f"Libra, Corollary 1: {a.label}")
+        ax.set(xlabel="round t", ylabel="bound (log)", yscale="log", title=f"Libra, Corollary 1: {a.label}")
+        handles, labels = ax.get_legend_handles_labels()
         if lib.get("test_loss") is not None:
             tw = ax.twinx()
-            tw.plot(t, lib["test_loss"], color="C3", alpha=0.7, label="measured test loss")
+            tw.plot(t, lib["test_loss"], color="C3", alpha=0.8, label="measured test loss (right axis)")
             tw.axvline(lib["test_loss_argmin"], color="C3", ls=":", lw=1,
                        label=f"test-loss minimum, t = {lib['test_loss_argmin']}")
             tw.set_ylabel("test loss", color="C3")
+            tw.tick_params(axis="y", colors="C3")
             tw.grid(False)
-            tw.legend(fontsize=7, loc="lower right")
-        ax.legend(fontsize=7, loc="upper left")
+            h2, l2 = tw.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+        # one legend below the panel: none covers a curve
+        ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     return _save(fig, out, "libra")
+
+
+# fit-table columns and their headers (the summary-row keys are terse)
+TABLE_COLUMNS = {"label": "run", "T": "T", "D_T": "$D_T$", "best_law": "best law", "sat.level": "saturating\nlevel c",
+                 "sat.rho": "saturating\nrate ρ", "Gamma": "predicted\nrate Γ", "power.p": "power\nexponent p",
+                 "tightest_valid": "tightest valid\nbound / measured", "T_star": "Libra T*\n(Cor. 1)",
+                 "T_star_fit": "Libra T*\n(fitted)", "test_loss_argmin": "test-loss\nminimum at t"}
 
 
 def plot_fit_table(rows: list, out: Path) -> list:
     sns.set_theme(**STYLE)
-    cols = ["label", "T", "D_T", "best_law", "sat.level", "sat.rho", "Gamma", "power.p", "tightest_valid",
-            "T_star", "T_star_fit", "test_loss_argmin"]
-    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
-    fig, ax = plt.subplots(figsize=(15, 0.6 + 0.4 * len(rows)))
+    cells = [[_fmt(r.get(c)) for c in TABLE_COLUMNS] for r in rows]
+    units = len(rows) + 2  # the header takes two lines
+    fig, ax = plt.subplots(figsize=(15, 0.3 * units + 0.2))
     ax.axis("off")
-    table = ax.table(cellText=cells, colLabels=cols, loc="center", cellLoc="center")
+    table = ax.table(cellText=cells, colLabels=list(TABLE_COLUMNS.values()), cellLoc="center", bbox=[0, 0, 1, 1])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
-    table.scale(1, 1.4)
+    table.auto_set_column_width(list(range(len(TABLE_COLUMNS))))
+    for (row, _), cell in table.get_celld().items():
+        cell.set_height((2 if row == 0 else 1) / units)
+        if row == 0:
+            cell.set_text_props(weight="bold")
+    notes = [f"{r['label']}: {r['missing']}" for r in rows if r.get("missing")]
+    if notes:
+        fig.text(0.01, -0.02, "not computed:\n" + "\n".join(notes), ha="left", va="top", fontsize=7, color="0.3")
     return _save(fig, out, "fit_table")
 
 
@@ -165,8 +228,8 @@ def _fmt(v) -> str:
 
 
 def plot_all(analyses, out: Path, log: bool = False) -> list:
-    """Every figure for ``analyses``; returns the written paths."""
-    out = Path(out)
+    """Every figure for ``analyses``; returns the written paths (``out`` not writable: one-line ConfigError)."""
+    out = prepare_run_dir(out)
     paths = plot_discrepancy(analyses, out, log) + plot_local(analyses, out) + plot_gap(analyses, out)
     paths += plot_libra(analyses, out) + plot_fit_table([a.summary_row() for a in analyses], out)
     return paths

@@ -9,7 +9,6 @@ with its minimum round T* and fitting regime, next to the round where the measur
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -20,9 +19,9 @@ import pandas as pd
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
-from stabkit.analysis.fits import GrowthFit, fit_growth, fit_local, local_curves, tightness
+from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
 from stabkit.run.config import RunConfig
-from stabkit.run.runstore import load_run
+from stabkit.run.runstore import load_run, read_json
 
 
 def _per_round(df: pd.DataFrame, column: str, how: str = "mean") -> np.ndarray:
@@ -70,17 +69,16 @@ class Analysis:
     path: Path
     df: pd.DataFrame
     setting: Setting
-    fit: GrowthFit
+    fit: Optional[GrowthFit]  # None: the curve is too short to fit (the reason is in ``missing``)
     bounds: list
-    local_fits: dict = field(default_factory=dict)  # round -> GrowthFit of L1 curves vs k
+    local_fits: dict = field(default_factory=dict)  # round -> GrowthFit of L1 curves vs k (rounds too short: absent)
     local: Optional[pd.DataFrame] = None
     libra: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)  # part not computed ("growth fit", "local fit", ...) -> reason
+    label: str = ""  # the legend label (``stabkit.analysis.labels``); default: config.json's label or the algorithm
 
-    @property
-    def label(self) -> str:
-        c = self.df.attrs["config"]
-        hp = ",".join(f"{k}={v}" for k, v in sorted(c["hp"].items()))
-        return f"{c['algo']}" + (f"({hp})" if hp else "") + (f" wd={c['weight_decay']}" if c["weight_decay"] else "")
+    def __post_init__(self):
+        self.label = self.label or self.df.attrs["config"].get("label") or self.setting.algo
 
     def curves(self) -> np.ndarray:
         """Discrepancy ``[pairs, T + 1]``."""
@@ -130,13 +128,15 @@ class Analysis:
         final = curves[:, -1]
         row = {"run": str(self.path), "label": self.label, "algo": self.setting.algo,
                "perturb": self.df.attrs["config"]["perturb"], "T": self.setting.T, "pairs": curves.shape[0],
-               "D_T": float(final.mean()), "D_T_std": float(final.std()), "best_law": self.fit.best}
-        for law, f in self.fit.fits.items():
+               "D_T": float(final.mean()), "D_T_std": float(final.std()),
+               "best_law": self.fit.best if self.fit else None}
+        nan, no_ci = float("nan"), (float("nan"), float("nan"))
+        (c, c_lo, c_hi), (rho, rho_lo, rho_hi), (p, p_lo, p_hi) = (
+            (self.fit.param(law, name) if self.fit else (nan, *no_ci))
+            for law, name in (("saturating", "c"), ("saturating", "rho"), ("power", "p")))
+        for law, f in (self.fit.fits.items() if self.fit else ()):
             row[f"{law}.r2"] = f.r2
             row[f"{law}.dbic"] = self.fit.delta_bic[law]
-        c, c_lo, c_hi = self.fit.param("saturating", "c")
-        rho, rho_lo, rho_hi = self.fit.param("saturating", "rho")
-        p, p_lo, p_hi = self.fit.param("power", "p")
         row.update({"sat.level": c, "sat.level.ci": (c_lo, c_hi), "sat.rho": rho, "sat.rho.ci": (rho_lo, rho_hi),
                     "power.p": p, "power.p.ci": (p_lo, p_hi)})
         # the predicted contraction rate and plateau: FedSAGD's theorem form, else any form that has them
@@ -153,6 +153,7 @@ class Analysis:
         if self.libra:
             row.update({k: self.libra[k] for k in ("T_star", "regime", "fit_degenerate", "T_star_fit", "regime_fit",
                                                    "phi1", "phi1.ci", "phi2", "phi2.ci", "test_loss_argmin")})
+        row["missing"] = "; ".join(f"{part}: {why}" for part, why in self.missing.items())
         return row
 
 
@@ -199,8 +200,17 @@ def _libra(setting: Setting) -> dict:
             "test_loss": test, "test_loss_argmin": int(np.nanargmin(test))}
 
 
-def analyze(path, bootstrap: int = 200) -> Analysis:
-    """Fits, bounds and Libra's excess risk for the run directory ``path``."""
+def _too_short(what: str, points: int, unit: str) -> str:
+    return f"not made: {what} gives {points} points ({unit}), a growth-law fit needs at least {MIN_POINTS}"
+
+
+def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
+    """Fits, bounds and Libra's excess risk for the run directory ``path``.
+
+    A curve too short to fit (a run of 1-2 rounds or diverged early, K + 1 <= 3 local points) leaves that
+    fit out and names it in ``Analysis.missing``; everything else is still computed. ``label``: the legend
+    label (default: config.json's ``label``, else the algorithm).
+    """
     path = Path(path)
     df = load_run(path)
     if "config" not in df.attrs:
@@ -209,20 +219,40 @@ def analyze(path, bootstrap: int = 200) -> Analysis:
         raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
                           f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
                           f"{path / 'config.json'} --out NEW_DIR`")
-    cfile = path / "constants.json"
-    constants = json.loads(cfile.read_text()) if cfile.is_file() else {}
-    df = df[np.isfinite(df["disc"])]
+    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
+    # rounds at which every pair is finite (a run stops at its first non-finite round)
+    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
+    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
+    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
+    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
+    if last < 0:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
+    df = df[df["round"] <= last]
     setting = setting_from_run(df, constants)
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
-    fit = fit_growth(rounds, curves, bootstrap=bootstrap, seed=df.attrs["config"]["seed"])
+    seed, missing, fit = df.attrs["config"]["seed"], {}, None
+    summary = df.attrs.get("summary") or {}
+    why = f" (diverged at round {summary['diverged_round']})" if summary.get("diverged_round") else ""
+    try:
+        fit = fit_growth(rounds, curves, bootstrap=bootstrap, seed=seed)
+    except TooFewPoints:
+        missing["growth fit"] = _too_short(f"T = {setting.T}{why}", setting.T + 1, "rounds 0..T")
+    bounds, libra = [], {}
+    if setting.T >= 1:
+        bounds, libra = bounds_for(setting), _libra(setting)
+    else:
+        missing["bounds"] = f"not computed: no round after round 0{why}"
     local, local_fits = None, {}
     if (path / "local.csv").is_file():
         local = pd.read_csv(path / "local.csv")
         for r in sorted(local["round"].unique()):
             k, lc = local_curves(local, column="l1_a", rounds=[r])
-            local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=df.attrs["config"]["seed"])
-    return Analysis(path, df, setting, fit, bounds_for(setting), local_fits, local, _libra(setting))
+            try:
+                local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
+            except TooFewPoints:
+                missing["local fit"] = _too_short(f"K = {len(k) - 1} local steps", len(k), "k = 0..K")
+    return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
 
 
 __all__ = ["Analysis", "Bound", "analyze", "setting_from_run"]

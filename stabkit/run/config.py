@@ -30,8 +30,8 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
-# ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads).
-RUN_FACTS = ("versions", "device_used", "threads", "d", "n_min", "hp_resolved")
+# ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``label``: its legend label.
+RUN_FACTS = ("versions", "device_used", "threads", "d", "n_min", "hp_resolved", "label")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "

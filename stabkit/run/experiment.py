@@ -1,8 +1,10 @@
 """``run_pair``: build everything a paired run needs, run it round by round, and write the run directory.
 
 Validation (config, task, model, algorithm hyperparameters, init file, output directory) all happens
-before anything is written. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf)
-stops at the round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far.
+before anything is written. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf, or a
+parameter norm or loss above ``OVERFLOW``) stops at the round it happened, and an interrupted one (Ctrl-C)
+keeps everything logged so far; Ctrl-C during the constants' estimation keeps the complete rounds and a
+summary saying the constants were skipped.
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task
 
 FLUSH_EVERY = 10  # rounds between atomic metric flushes
+# A run counts as diverged once a parameter vector's norm or a loss exceeds this (or is NaN/inf): far beyond
+# any trained model, and 1e12 squared still fits float32's range, so the metrics logged up to then are finite
+OVERFLOW = 1e12
 
 
 def default_out_dir(cfg: RunConfig) -> Path:
@@ -115,27 +120,32 @@ class PairedRun:
         self.local_rows: list = []
         self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
         self.t = 0  # rounds done
-        self.finite = True  # False once the model or an evaluated loss is no longer finite
+        self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
 
     def step(self):
         """Run the next round (``self.t + 1``) and log it: one metrics row per pair (evaluated every
         ``eval_every`` rounds and at the last), local discrepancies at ``local_rounds``. The first call also
         logs the initial model as round 0. Returns the engine's :class:`~stabkit.engine.paired.RoundRecord`;
-        ``self.finite`` says whether the state is still finite."""
+        ``self.finite`` says whether the state is still finite and below ``OVERFLOW`` (else ``self.diverged`` says
+        why)."""
         self._log_initial()
         t = self.t + 1
         rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
                                keep_clients=t in self.cfg.sharpness_rounds)
-        self.finite = self._log(t, rec, evaluate=t % self.cfg.eval_every == 0 or t == self.cfg.rounds)
+        self.diverged = self._log(t, rec, evaluate=t % self.cfg.eval_every == 0 or t == self.cfg.rounds)
         self.t = t
         return rec
+
+    @property
+    def finite(self) -> bool:
+        return self.diverged is None
 
     def _log_initial(self):
         if not self.rows:
             self._log(0, None, evaluate=True)
 
-    def _log(self, t: int, rec, evaluate: bool) -> bool:
-        """Append the rows of round t; return False if the state is no longer finite."""
+    def _log(self, t: int, rec, evaluate: bool) -> Optional[str]:
+        """Append the rows of round t; return why the run diverged (non-finite or above ``OVERFLOW``) or None."""
         eng, R = self.engine, self.cfg.pairs
         disc = eng.discrepancy()
         cols = {"round": np.full(R, t), "pair": np.arange(R), "disc": disc, "disc_sq": disc ** 2,
@@ -147,30 +157,34 @@ class PairedRun:
             cols[f"disc_{name}"] = (v[:, 0] - v[:, 1]).norm(dim=-1).cpu().numpy()
             for j, tr in enumerate(TRAJ):
                 cols[f"norm_{name}_{tr}"] = v[:, j].norm(dim=-1).cpu().numpy()
-        finite = bool(torch.isfinite(eng.x).all())
-        if evaluate and finite:
+        norm = float(eng.x.norm(dim=-1).max())
+        why = None if norm <= OVERFLOW else ("non-finite parameters" if not np.isfinite(norm) else
+                                             f"parameter norm {norm:.3g} > {OVERFLOW:g}")
+        if evaluate and why is None:
             for name, v in self.evaluator.evaluate(eng.x, None if rec is None else rec.rows).items():
                 for j, tr in enumerate(TRAJ):
                     cols[f"{name}_{tr}"] = v[:, j]
-                    finite &= bool(np.isfinite(v[:, j]).all()) or name.endswith("acc")
+                    worst = float(np.max(np.abs(v[:, j])))
+                    if why is None and not name.endswith("acc") and not worst <= OVERFLOW:
+                        why = f"non-finite {name}" if not np.isfinite(worst) else f"{name} {worst:.3g} > {OVERFLOW:g}"
         self.rows.append(pd.DataFrame(cols))
         if rec is not None:
             for k, l1, l2, l3 in rec.local:
                 self.local_rows.append(pd.DataFrame({"round": t - 1, "pair": np.arange(R), "k": k,
                                                      "l1_a": l1[:, 0], "l1_b": l1[:, 1], "l2": l2, "l3": l3}))
-        return finite
+        return why
 
-    def run(self, out: Path, progress: Optional[Callable] = None) -> dict:
-        """Run all rounds, writing ``out``; return the summary."""
+    def run(self, out: Path, progress: Optional[Callable] = None, label: Optional[str] = None) -> dict:
+        """Run all rounds, writing ``out``; return the summary. ``label``: the run's legend label in figures
+        (recorded in config.json beside the configuration)."""
         cfg = self.cfg
         out = prepare_run_dir(out)
-        atomic_write_json(out / "config.json", {**cfg.to_dict(), "hp_resolved": resolve_hp(cfg.algo, cfg.hp),
-                                                "versions": versions(), "device_used": str(self.device),
-                                                "threads": self.threads,
-                                                "d": self.model.d,
-                                                "n_min": int(self.data.n_np[: self.task.num_train_clients].min())})
+        facts = {"hp_resolved": resolve_hp(cfg.algo, cfg.hp), "versions": versions(), "device_used": str(self.device),
+                 "threads": self.threads,                  "d": self.model.d, "n_min": int(self.data.n_np[: self.task.num_train_clients].min())}
+        facts.update({"label": label} if label else {})
+        atomic_write_json(out / "config.json", {**cfg.to_dict(), **facts})
         start = time.perf_counter()
-        status, diverged_round, t = "completed", None, self.t
+        status, diverged_round, done, interrupted = "completed", None, self.t, None
         snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
         snapshots = [self.engine.x[0, 0].clone()]
         previous = torch.are_deterministic_algorithms_enabled()
@@ -184,6 +198,7 @@ class PairedRun:
                 if not self.finite:
                     status, diverged_round = "diverged", t
                     break
+                done = t
                 self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
                     snapshots.append(self.engine.x[0, 0].clone())
@@ -192,17 +207,26 @@ class PairedRun:
                 if t % FLUSH_EVERY == 0:
                     self._flush(out)
         except KeyboardInterrupt:
-            status = "interrupted"
+            status, interrupted = "interrupted", f"round {done + 1}"
         finally:
             torch.use_deterministic_algorithms(previous)
         elapsed = time.perf_counter() - start
         df = self._flush(out)
-        if cfg.constants:
-            weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
-            atomic_write_json(out / "constants.json",
-                              estimate_constants(cfg, self.model, self.data, weights, snapshots, df))
-        summary = summarize(df, status=status, diverged_round=diverged_round, wall_s=elapsed,
-                            rounds_done=t if status == "completed" else t - 1, out=str(out), nb=self.nb)
+        constants = "off (--no-constants)" if not cfg.constants else "skipped: the rounds were interrupted"
+        if cfg.constants and interrupted is None:
+            try:
+                weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
+                atomic_write_json(out / "constants.json",
+                                  estimate_constants(cfg, self.model, self.data, weights, snapshots, df))
+                constants = "estimated"
+            except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
+                status, interrupted = "interrupted", "constants estimation"
+                constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
+        kept = df[df["round"] < diverged_round] if diverged_round else df  # the diverged round: logged, not summarised
+        summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=elapsed, rounds_done=done,
+                            out=str(out), nb=self.nb)
+        summary.update(constants=constants, divergence_threshold=OVERFLOW)
+        summary.update({k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v})
         atomic_write_json(out / "summary.json", summary)
         return summary
 

@@ -6,33 +6,61 @@ pandas DataFrame with the run's config and summary in ``df.attrs``.
 """
 from __future__ import annotations
 
+import errno
+import io
 import json
+import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, DiskFull
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary sibling and move it over ``path``; a full disk raises ``DiskFull``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = shutil.disk_usage(path.parent).free if path.parent.is_dir() else 0
+            raise DiskFull(f"cannot write {str(path)!r}: no space left on the device ({len(text.encode())} bytes "
+                           f"needed, {free} free); the files written before are intact") from None
         raise
 
 
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(path, strict_json(obj, indent=2, sort_keys=True) + "\n")
+
+
+def strict_json(obj, **kw) -> str:
+    """JSON that strict parsers (``JSON.parse``, ``jq``) accept: NaN and ±Infinity are written as ``null``."""
+    return json.dumps(_finite(obj), allow_nan=False, default=_json_default, **kw)
+
+
+def _finite(o):
+    if isinstance(o, float) or hasattr(o, "dtype") and getattr(o, "ndim", 1) == 0:
+        v = o.item() if hasattr(o, "item") else o
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "tolist"):
+        return _finite(o.tolist())
+    return o
 
 
 def atomic_write_csv(path: Path, df: pd.DataFrame) -> None:
@@ -69,12 +97,40 @@ def load_run(path) -> pd.DataFrame:
     metrics = path / "metrics.csv"
     if not metrics.is_file():
         raise ConfigError(f"invalid run={str(path)!r}: expected a run directory containing metrics.csv")
-    df = pd.read_csv(metrics)
+    text = metrics.read_text()
+    if not text.strip():
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is empty (the run wrote no round; rerun it)")
+    if not text.endswith("\n"):
+        line = text.count("\n") + 1
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is cut off in line {line} (an interrupted copy "
+                          f"or a full disk?); delete that line to analyse the rounds before it")
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError) as e:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is not a metrics table ({_first_line(e)})") from None
+    if not {"round", "pair", "disc"} <= set(df.columns):
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv lacks the columns round, pair, disc")
     for name in ("config", "summary"):
         f = path / f"{name}.json"
         if f.is_file():
-            df.attrs[name] = json.loads(f.read_text())
+            df.attrs[name] = read_json(f, name)
     return df
+
+
+def read_json(path: Path, what: str):
+    """The object in the JSON file ``path``; a corrupted file raises a one-line ``ConfigError`` naming it."""
+    try:
+        obj = json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"invalid {what} file {str(path)!r}: not valid JSON ({_first_line(e)}); restore it or "
+                          f"rerun the run that wrote it") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"invalid {what} file {str(path)!r}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def load_local(path) -> pd.DataFrame:

@@ -19,6 +19,7 @@ JOB_THREADS = 1
 
 def execute_job(config: dict) -> dict:
     """Run one paired run; return ``{"files", "summary", "error", "wall_s"}`` (error None if completed)."""
+    from stabkit.errors import DiskFull
     from stabkit.run.config import RunConfig
     from stabkit.run.experiment import run_pair
 
@@ -29,6 +30,8 @@ def execute_job(config: dict) -> dict:
         with tempfile.TemporaryDirectory(prefix="stabkit-job-") as tmp:
             try:
                 summary = run_pair(RunConfig.from_dict(config), out=Path(tmp) / "run")
+            except DiskFull:  # every further job would fail alike: stop the sweep with one line
+                raise
             except Exception as e:  # a crashing job is recorded, not fatal to the sweep
                 return {"files": {}, "summary": None, "error": f"{type(e).__name__}: {e}".splitlines()[0],
                         "wall_s": time.perf_counter() - start}
@@ -39,6 +42,6 @@ def execute_job(config: dict) -> dict:
         torch.set_num_threads(threads)
     error = None
     if summary["status"] == "diverged":
-        error = f"diverged: non-finite parameters or losses at round {summary['diverged_round']}"
+        error = f"diverged: {summary['diverged_reason']} at round {summary['diverged_round']}"
     summary.pop("out", None)
     return {"files": files, "summary": summary, "error": error, "wall_s": time.perf_counter() - start}

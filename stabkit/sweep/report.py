@@ -11,9 +11,12 @@ Writes to ``DIR/report/`` (or ``out``):
   mean over pairs and trajectories), ``flatness.csv``, ``flatness_claims.csv`` (FedSWA paper F1-F4) and the
   ``sharpness_vs_discrepancy`` figure (:mod:`stabkit.flatness.report`);
 * figures (PNG + PDF): ``discrepancy`` (D_t per setting, mean over seeds and pairs, band ±1 std),
-  ``local`` (local discrepancy vs local step, if logged), and for every numeric swept axis ``vs_<axis>``:
-  final discrepancy, fitted growth parameters and Libra's excess risk against the axis (error bars: std
-  over seeds and pairs, over seeds for the fits).
+  ``local`` (local discrepancy vs local step, if logged; a curve equal to another, e.g. every setting at
+  round 0, is drawn as open markers labelled ``= <that one>``), and for every numeric swept axis
+  ``vs_<axis>``: final discrepancy, fitted growth parameters (the saturating level only where that law is
+  best) and Libra's excess risk against the axis (error bars: std over seeds and pairs, over seeds for the
+  fits). Legends read ``axis=value`` with ``default`` for an unset value; more than ten settings repeat the
+  colours with another line style.
 
 The axis called ``seed`` is the replicate axis; every other axis defines the settings compared.
 """
@@ -30,11 +33,11 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from stabkit.analysis.run_analysis import analyze  # noqa: E402
-from stabkit.errors import require  # noqa: E402
+from stabkit.errors import ConfigError, require  # noqa: E402
+from stabkit.analysis.plots import STYLE, _colors, _save, coincident, line_styles  # noqa: E402
+from stabkit.run.runstore import atomic_write_csv, load_run, prepare_run_dir  # noqa: E402
 from stabkit.flatness.report import flatness_report  # noqa: E402
 from stabkit.flatness.runlog import final_sharpness  # noqa: E402
-from stabkit.analysis.plots import STYLE, _colors, _save  # noqa: E402
-from stabkit.run.runstore import atomic_write_csv, load_run  # noqa: E402
 from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
 from stabkit.sweep.manifest import read_manifest  # noqa: E402
 
@@ -44,31 +47,36 @@ BOUND_COLUMNS = ["job", "run", "algo", "bound", "quantity", "form", "source", "v
 
 
 def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bool = True) -> dict:
-    """Combine, analyse and plot the jobs of sweep directory ``root``; return the written paths by kind."""
+    """Combine, analyse and plot the jobs of sweep directory ``root``; return the written paths by kind, and
+    under ``missing`` the jobs that lack a part (job -> {part: reason}, e.g. a growth fit of a 2-round run).
+    Every job with metrics is in every figure, whatever it lacks."""
     require(fmt in FORMATS, "format", fmt, f"one of {', '.join(FORMATS)}")
     root = Path(root)
     man = read_manifest(root)
-    out = Path(out) if out else root / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_run_dir(Path(out) if out else root / "report")
     axes = man["axes"]
     settings = [a for a in axes if a != REPLICATE]
-    tables, rows, bound_rows, analyses = [], [], [], {}
+    tables, rows, bound_rows, analyses, missing = [], [], [], {}, {}
     for job_id, rec in man["jobs"].items():
         row = {"job": job_id, **_param_cols(rec["params"]), "state": rec["state"], "error": rec.get("error")}
         path = root / "jobs" / job_id
-        if (path / "metrics.csv").is_file():
-            df = load_run(path)
-            tables.append(df.assign(job=job_id, **_param_cols(rec["params"])))
+        if not (path / "metrics.csv").is_file():
+            missing[job_id] = {"metrics": f"no metrics ({rec['state']}{': ' + rec['error'] if rec.get('error') else ''})"}
+        else:
             try:
+                df = load_run(path)
                 a = analyze(path, bootstrap=bootstrap)
-            except ValueError as e:  # too short for a fit (e.g. diverged early): table row, no analysis
-                row["analysis_error"] = str(e).splitlines()[0]
+            except ConfigError as e:  # a damaged run directory: a table row saying so, no analysis
+                row["analysis_error"] = missing.setdefault(job_id, {})["analysis"] = str(e)
             else:
+                tables.append(df.assign(job=job_id, **_param_cols(rec["params"])))
                 analyses[job_id] = a
                 row.update(_flat(a.summary_row()))
                 row["excess_risk_T"] = _excess_risk_T(a)
                 row["libra_bound_T"] = float(a.libra["total"][-1]) if a.libra else np.nan
                 bound_rows += [{"job": job_id, **b} for b in a.bound_rows()]
+                if a.missing:
+                    missing[job_id] = dict(a.missing)
             row.update(final_sharpness(path))
         rows.append(row)
     require(bool(tables), "sweep", str(root), "no job has metrics yet (run `stabkit sweep` first)")
@@ -80,6 +88,7 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     paths["jobs"], paths["bounds"] = out / "jobs.csv", out / "bounds.csv"
     if plot:
         paths["figures"] = draw_figures(man["spec"].get("name", "sweep"), settings, jobs, analyses, out)
+    paths["missing"] = missing
     flat = flatness_report(jobs, settings, out, plot)  # sharpness beside the discrepancy, F1-F4
     paths["figures"] = paths.get("figures", []) + flat.pop("figures", [])
     paths.update(flat)
@@ -124,7 +133,14 @@ def _write_table(df: pd.DataFrame, out: Path, fmt: str) -> Path:
 
 
 def _label(params: dict, settings: list) -> str:
-    return ", ".join(f"{k}={params[k]}" for k in settings) or "all"
+    """``axis=value, ...``; an unset value (None, or NaN in a table) reads "default"."""
+    return ", ".join(f"{k}={_shown(params[k])}" for k in settings) or "all"
+
+
+def _shown(v) -> str:
+    if v is None or isinstance(v, float) and np.isnan(v):
+        return "default"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def draw_figures(name: str, settings: list, jobs: pd.DataFrame, analyses: dict, out: Path) -> list:
@@ -146,21 +162,31 @@ def _groups(labels: dict) -> dict:
     return groups
 
 
+def _padded(curves: list) -> np.ndarray:
+    """Curves of different lengths (a job stopped early) stacked as [n, longest], NaN after each one's end."""
+    width = max(c.shape[1] for c in curves)
+    return np.concatenate([np.pad(c, ((0, 0), (0, width - c.shape[1])), constant_values=np.nan) for c in curves])
+
+
 def _plot_discrepancy(name, analyses, labels, out) -> list:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     groups = _groups(labels)
-    finals = []
-    for (label, members), color in zip(groups.items(), _colors(len(groups))):
-        curves = np.concatenate([analyses[j].curves() for j in members])  # [seeds x pairs, T + 1]
-        t = np.arange(curves.shape[1])
-        m, s = curves.mean(0), curves.std(0)
-        ax.plot(t, m, color=color, lw=1.8, label=label)
-        ax.fill_between(t, m - s, m + s, color=color, alpha=0.15)
-        finals.append(m[-1])
+    stats = {}
+    for label, members in groups.items():
+        curves = _padded([analyses[j].curves() for j in members])  # [seeds x pairs, T + 1]
+        with np.errstate(invalid="ignore"):
+            stats[label] = (np.nanmean(curves, 0), np.nanstd(curves, 0))
+    finals = [m[np.isfinite(m)][-1] for m, _ in stats.values()]
+    log = min(finals) > 0 and max(finals) / min(finals) > 30  # curves orders of magnitude apart: log scale
+    first = 1 if log else 0  # D_0 = 0 has no place on a log axis
+    for (label, (m, s)), style in zip(stats.items(), line_styles(len(stats))):
+        t = np.arange(len(m))[first:]
+        ax.plot(t, m[first:], lw=1.8, label=label, **style)
+        ax.fill_between(t, (m - s)[first:], (m + s)[first:], color=style["color"], alpha=0.15)
     ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title=f"{name}: global discrepancy (±1 std, seeds × pairs)")
-    if min(finals) > 0 and max(finals) / min(finals) > 30:  # curves orders of magnitude apart: log scale
+    if log:
         ax.set_yscale("log")
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1), handlelength=3)
     return _save(fig, out, "discrepancy")
 
 
@@ -170,28 +196,43 @@ def _plot_local(name, analyses, labels, out) -> list:
         return []
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     groups = _groups({j: labels[j] for j in with_local})
+    curves = []  # (label, colour, line style, k, mean, std)
     for (label, members), color in zip(groups.items(), _colors(len(groups))):
         local = pd.concat([with_local[j].local for j in members])
-        for r, style in zip(sorted(local["round"].unique()), ["-", "--", ":", "-."]):
+        for r, ls in zip(sorted(local["round"].unique()), ["-", "--", ":", "-."]):
             g = local[local["round"] == r].assign(l1=lambda d: (d["l1_a"] + d["l1_b"]) / 2).groupby("k")["l1"]
-            ax.plot(g.mean().index, g.mean().values, color=color, ls=style, marker="o", ms=2.5,
-                    label=f"{label}, round {r}")
-            ax.fill_between(g.mean().index, g.mean() - g.std(), g.mean() + g.std(), color=color, alpha=0.12)
+            curves.append((f"{label}, round {r}", color, ls, g.mean().index.to_numpy(), g.mean().to_numpy(),
+                           g.std().to_numpy()))
+    same = coincident([np.concatenate([k, m]) for _, _, _, k, m, _ in curves])
+    for (label, color, ls, k, m, sd), twin in zip(curves, same):
+        if twin is not None:  # equal to a curve drawn before (e.g. every setting at round 0): open markers on it
+            ax.plot(k, m, color=color, ls="none", marker="o", mfc="none", ms=6, label=f"{label} = {curves[twin][0]}")
+            continue
+        ax.plot(k, m, color=color, ls=ls, marker="o", ms=2.5, label=label)
+        ax.fill_between(k, m - sd, m + sd, color=color, alpha=0.12)
     ax.set(xlabel="local step k", ylabel="max distance between clients (L1)",
            title=f"{name}: local discrepancy (±1 std)")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _save(fig, out, "local")
 
 
-PANELS = [("D_T", "final discrepancy $D_T$"), ("sat.level", "saturating fit: level c"),
+PANELS = [("D_T", "final discrepancy $D_T$"),
+          ("sat.level", "saturating level c (where best by BIC)"),
           ("power.p", "power fit: exponent p"), ("excess_risk_T", "excess risk at T (measured) / Libra bound")]
 
 
 def _plot_vs(name, axis, others, jobs, out) -> list:
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.8))
+    # a saturating level fitted to a curve that does not level off (rho -> 0) is meaningless: left out
+    jobs = jobs.assign(**{"sat.level": jobs["sat.level"].where(jobs["best_law"] == "saturating")}) \
+        if {"sat.level", "best_law"} <= set(jobs) else jobs
     groups = list(jobs.groupby(others, dropna=False)) if others else [("all", jobs)]
+    for ax, (col, title) in zip(axes, PANELS):
+        ax.set(xlabel=axis, title=title)
+        if col not in jobs or jobs[col].isna().all():
+            ax.text(0.5, 0.5, "no job has this value", ha="center", va="center", transform=ax.transAxes, color="0.4")
     for (key, g), color in zip(groups, _colors(len(groups))):
-        label = _label(dict(zip(others, key if isinstance(key, tuple) else (key,))), others)
+        label = _label(dict(zip(others, key if isinstance(key, tuple) else (key,))), others) if others else ""
         for ax, (col, title) in zip(axes, PANELS):
             if col not in g or g[col].isna().all():
                 continue
@@ -200,12 +241,12 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
                 stats["std"] = np.sqrt(g.groupby(axis).apply(
                     lambda d: (d["D_T_std"] ** 2 + d["D_T"] ** 2).mean() - d["D_T"].mean() ** 2, include_groups=False)
                     .clip(lower=0))
+            measured = f"{label} measured" if col == "excess_risk_T" else label
             ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), color=color, marker="o", ms=4,
-                        capsize=3, label=label)
+                        capsize=3, label=measured.strip() or None)
             if col == "excess_risk_T" and "libra_bound_T" in g:
                 lb = g.groupby(axis)["libra_bound_T"].mean()
-                ax.plot(lb.index, lb.values, color=color, ls=":", marker="x", label=f"{label} (Libra bound)")
-            ax.set(xlabel=axis, title=title)
+                ax.plot(lb.index, lb.values, color=color, ls=":", marker="x", label=f"{label} Libra bound".strip())
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)

@@ -3,8 +3,9 @@
 The driver is the only writer of the sweep directory: each finished job's files are written to
 ``jobs/.<id>.tmp`` and the directory is then renamed into place, and the manifest is rewritten
 atomically after every state change, so killing the sweep at any moment loses no finished job and
-leaves no half-written one. A job that crashes or diverges is recorded as ``failed`` with its message
-(its metrics up to the divergence are kept) and the sweep goes on.
+leaves no half-written one; a lock file keeps a second driver out of the directory. A job that crashes
+or diverges is recorded as ``failed`` with its message (its metrics up to the divergence are kept) and the
+sweep goes on; a full disk stops it with one line.
 
 Before anything is written, every job is also checked against its data as ``stabkit pair`` checks a run
 (data files present and well-formed, batch size, memory), each distinct task built once: a sweep whose
@@ -23,7 +24,8 @@ from typing import Callable, Optional
 from stabkit.errors import ConfigError
 from stabkit.run.config import RunConfig
 from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
-from stabkit.sweep.manifest import Manifest
+from stabkit.sweep.lock import sweep_lock
+from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec
 
 
@@ -34,6 +36,11 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
     root = prepare_run_dir(out)
+    with sweep_lock(root):
+        return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+
+
+def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifest:
     atomic_write_json(root / "spec.json", spec.to_dict())
     manifest = Manifest(root, spec, jobs, force=force)
     todo = [j for j in jobs if not manifest.finished(j.id, retry_failed)]
@@ -42,7 +49,8 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
             manifest.set(j.id, "pending")
     _clean_temporaries(root)
     report = progress or (lambda *a: None)
-    report("start", None, manifest, {"todo": len(todo), "total": len(jobs)})
+    report("start", None, manifest, {"todo": len(todo), "total": len(jobs), "recovered": manifest.recovered,
+                                     "problem": manifest.problem})
 
     def on_start(job_id):
         manifest.set(job_id, "running", started=time.time())
@@ -84,11 +92,7 @@ def _store(manifest: Manifest, job_id: str, result: dict) -> None:
             atomic_write_text(tmp / name, data.decode())
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-    short = None
-    if result["summary"] is not None:
-        s = result["summary"]
-        short = {"final_disc": s["final_disc"]["mean"], "rounds_done": s["rounds_done"],
-                 "final_test_acc": s.get("final_test_acc", {}).get("mean")}
+    short = short_summary(result["summary"]) if result["summary"] is not None else None
     state = "failed" if result["error"] else "done"
     manifest.set(job_id, state, error=result["error"], wall_s=round(result["wall_s"], 3), summary=short)
 

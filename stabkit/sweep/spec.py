@@ -50,7 +50,12 @@ class Job:
 
     @property
     def config_hash(self) -> str:
-        return _hash(self.config)
+        return config_hash(self.config)
+
+
+def config_hash(config: dict) -> str:
+    """The hash that identifies a job by its run config (``RunConfig.to_dict()``, as in its config.json)."""
+    return _hash(config)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,11 @@ def hp_value(hp: dict, algo: str, name: str):
     return hp[name]
 
 
+# Display names of the papers behind the bound families (the prefix of ``Bound.name``)
+PAPERS = {"fedsagd": "FedSAGD", "fedswa": "FedSWA", "libra": "Libra", "fedinit": "FedInit",
+          "hardt": "Hardt et al. 2016"}
+
+
 @dataclass
 class Setting:
     """What bounds need from a run: its configuration, estimated constants and measured curves."""
@@ -91,6 +96,16 @@ class Bound:
     conditions: dict = field(default_factory=dict)  # condition text -> bool
     derived: dict = field(default_factory=dict)  # Gamma, zeta, asymptote, crossover ...
     note: str = ""
+
+    @property
+    def title(self) -> str:
+        """A readable name for legends: paper, theorem or section, form, e.g. ``FedSAGD §3.2, corrected``."""
+        prefix = self.name.split(":")[0].split(".")[0]
+        paper, where = (PAPERS.get(prefix, prefix), self.source.split(".md", 1)[1].strip()) if ".md" in self.source \
+            else ("", self.source or PAPERS.get(prefix, prefix))
+        variant = self.name.split(".", 1)[-1].replace(f"{self.form}", "").strip("._")
+        extra = {"theta_t": "per-round Θ_t", "": ""}.get(variant, "") if self.quantity == "disc" else ""
+        return f"{paper} {where}".strip() + f", {self.form}" + (f", {extra}" if extra else "")
 
     @property
     def valid(self) -> bool:
