@@ -15,7 +15,8 @@ import click
 
 from stabkit.run.config import RunConfig, read_mapping
 from stabkit.errors import ConfigError
-from stabkit.run.experiment import PairedRun, default_out_dir
+from stabkit.run.experiment import PairedRun, default_out_dir, resume_config
+from stabkit.run.runstore import check_new_run_dir
 from stabkit.run.presets import preset_values
 from stabkit.run.summary import format_summary
 from stabkit.tasks.options import TaskOptions
@@ -108,24 +109,55 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--preset", default=None,
               help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
+@click.option("--overwrite", is_flag=True, help="replace the run already in --out (by default it is refused)")
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
+              help="continue the run in RUN_DIR from its checkpoint (with --rounds N: up to round N); "
+                   "the metrics match an uninterrupted run byte for byte")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, quiet, **params):
+def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
-    cfg = build_config(params, explicit, config_path, hp_items, preset)
-    run = PairedRun(cfg)
-    out_dir = Path(out) if out else default_out_dir(cfg)
+    if resume_dir is not None:
+        run, out_dir = _resumed(resume_dir, explicit, params, hp_items or config_path or preset or out or overwrite)
+    else:
+        cfg = build_config(params, explicit, config_path, hp_items, preset)
+        out_dir = Path(out) if out else default_out_dir(cfg)
+        check_new_run_dir(out_dir, overwrite)
+        run = PairedRun(cfg)
+    cfg = run.cfg
+    click.echo(run.describe_evaluation())
     from tqdm import tqdm
 
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
               desc=f"{cfg.algo} {cfg.perturb}") as bar:
-        summary = run.run(out_dir, progress=lambda t: bar.update(1))
+        def progress(t, stats):
+            bar.update(t - bar.n)
+            bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
+
+        if resume_dir is not None:
+            summary = run.resume(out_dir, progress=progress)
+        else:
+            summary = run.run(out_dir, progress=progress, overwrite=overwrite)
     click.echo(format_summary(summary))
     if summary["status"] == "diverged":
         click.echo(f"run diverged (non-finite parameters or losses) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
         ctx.exit(1)
+
+
+RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}
+
+
+def _resumed(resume_dir, explicit: set, params: dict, other_options) -> tuple:
+    """The run to continue: its own config, with only --rounds and output options changeable."""
+    changed = sorted(explicit - RESUMABLE)
+    if changed or other_options:
+        name = changed[0].replace("_", "-") if changed else "config/--preset/--hp/--out/--overwrite"
+        raise ConfigError(f"invalid option --{name} with --resume: a resumed run keeps its config; only "
+                          f"--rounds, --checkpoint-every, --save-models and --constants may be given")
+    cfg = resume_config(resume_dir, **{k: params[k] for k in explicit})
+    return PairedRun(cfg), Path(resume_dir)
 
 
 command = pair
