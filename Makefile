@@ -18,8 +18,8 @@ $(STAMP): setup.cfg pyproject.toml
 DEMO := runs/demo
 
 demo: $(STAMP)
-	$(VENV)/bin/stabkit pair --algo fedsagd --perturb client --local-rounds 0,50 --out $(DEMO)/fedsagd
-	$(VENV)/bin/stabkit pair --algo fedavg --perturb client --local-rounds 0,50 --out $(DEMO)/fedavg
+	$(VENV)/bin/stabkit pair --algo fedsagd --perturb client --local-rounds 0,50 --out $(DEMO)/fedsagd --overwrite
+	$(VENV)/bin/stabkit pair --algo fedavg --perturb client --local-rounds 0,50 --out $(DEMO)/fedavg --overwrite
 	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --plot --out $(DEMO)/figures
 
 figures: demo

@@ -125,26 +125,44 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--preset", default=None,
               help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
 @click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
+@click.option("--overwrite", is_flag=True, help="replace the run already in --out (by default it is refused)")
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
+              help="continue the run in RUN_DIR from its checkpoint (with --rounds N: up to round N); "
+                   "the metrics match an uninterrupted run byte for byte")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, quiet, label, **params):
+def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, label, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
-    from stabkit.run.runstore import require_out
+    from stabkit.run.runstore import check_new_run_dir, require_out
     from stabkit.run.summary import format_summary
 
-    require_out(out)
-    cfg = build_config(params, explicit, config_path, hp_items, preset)
-    run = PairedRun(cfg)
-    out_dir = Path(out) if out is not None else default_out_dir(cfg)
+    if resume_dir is not None:
+        run, out_dir = _resumed(resume_dir, explicit, params,
+                                hp_items or config_path or preset or out or overwrite or label)
+    else:
+        require_out(out)
+        cfg = build_config(params, explicit, config_path, hp_items, preset)
+        out_dir = Path(out) if out is not None else default_out_dir(cfg)
+        check_new_run_dir(out_dir, overwrite)
+        run = PairedRun(cfg)
+    cfg = run.cfg
+    click.echo(run.describe_evaluation())
     from tqdm import tqdm
 
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
               desc=f"{cfg.algo} {cfg.perturb}") as bar:
-        summary = run.run(out_dir, progress=lambda t: bar.update(1), label=label)
+        def progress(t, stats):
+            bar.update(t - bar.n)
+            bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
+
+        if resume_dir is not None:
+            summary = run.resume(out_dir, progress=progress)
+        else:
+            summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
@@ -155,6 +173,22 @@ def pair(ctx, hp_items, config_path, preset, out, quiet, label, **params):
                    f"kept in {out_dir}" + ("" if summary["constants"] == "estimated" else
                                            f" (constants {summary['constants']})"), err=True)
         ctx.exit(130)
+
+
+RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}
+
+
+def _resumed(resume_dir, explicit: set, params: dict, other_options) -> tuple:
+    """The run to continue: its own config, with only --rounds and output options changeable."""
+    changed = sorted(explicit - RESUMABLE)
+    if changed or other_options:
+        name = changed[0].replace("_", "-") if changed else "config/--preset/--hp/--out/--overwrite/--label"
+        raise ConfigError(f"invalid option --{name} with --resume: a resumed run keeps its config; only "
+                          f"--rounds, --checkpoint-every, --save-models and --constants may be given")
+    from stabkit.run.experiment import PairedRun, resume_config
+
+    cfg = resume_config(resume_dir, **{k: params[k] for k in explicit})
+    return PairedRun(cfg), Path(resume_dir)
 
 
 command = pair

@@ -18,9 +18,11 @@ from typing import Optional, Union
 import yaml
 
 from stabkit.errors import ConfigError, require
+from stabkit.run.saved_models import SAVE_SPEC_HELP, parse_save_spec
 from stabkit.tasks.options import SEED_LIMIT, TaskOptions, option
 from stabkit.typecheck import check_field_types
 
+CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.run.checkpoint)
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
@@ -81,11 +83,13 @@ class RunConfig:
     init: str = option("default", "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both "
                        "runs start from")
     seed: int = option(0, "seed of all coupled random streams (init, sampling, minibatches, perturbation)")
-    eval_every: int = option(1, "evaluate losses/accuracies every this many rounds (discrepancy is logged "
-                             "every round)")
-    eval_fraction: float = option(1.0, "compute the per-round metrics on this fixed fraction of every client's "
-                                  "data and of the test set (the same samples for both runs and every round); "
-                                  "1 = all")
+    eval_every: Optional[int] = option(None, "evaluate losses/accuracies every this many rounds (discrepancy is "
+                                       "logged every round; default: with --eval-fraction, chosen from the data "
+                                       "size so evaluation takes at most ~25% of the run, all data every round "
+                                       "where that is cheap; stabkit.run.evalbudget)")
+    eval_fraction: Optional[float] = option(None, "compute the per-round metrics on this fixed fraction of every "
+                                            "client's data and of the test set (the same samples for both runs "
+                                            "and every round; all data at the last round); 1 = all")
     local_rounds: tuple = option((0,), "comma-separated rounds at which local discrepancy per local step is "
                                  "logged")
     sharpness_rounds: tuple = option((), "comma-separated rounds whose global models' sharpness (Hessian "
@@ -95,6 +99,10 @@ class RunConfig:
                              "(constants.json)")
     augment: str = option("none", "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from "
                           "the coupled streams so both runs augment alike; image tasks, minibatches only)")
+    checkpoint_every: int = option(CHECKPOINT_EVERY, "rounds between checkpoints of the whole run state (and one "
+                                   "after the last round), for --resume; 0 = none")
+    save_models: str = option("final", "global models of both runs of every pair saved as state dicts under "
+                              "RUN/models/: " + SAVE_SPEC_HELP)
 
     def __post_init__(self):
         check_field_types(self)
@@ -105,7 +113,11 @@ class RunConfig:
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):
             value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, name, value, "a positive integer")
+            if value is not None or name != "eval_every":
+                require(isinstance(value, int) and value >= 1, name, value, "a positive integer")
+        require(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0, "checkpoint_every",
+                self.checkpoint_every, "a non-negative integer (0: no checkpoints)")
+        parse_save_spec(self.save_models, self.rounds)  # validates the spec
         for name in ("lr", "global_lr"):
             value = getattr(self, name)
             require(_is_real(value) and value > 0 and math.isfinite(value), name, value, "a positive number")
@@ -121,7 +133,8 @@ class RunConfig:
                 f"one of {', '.join(RI_AGGREGATIONS)}")
         require(self.clip is None or (_is_real(self.clip) and self.clip > 0), "clip", self.clip,
                 "a positive gradient-norm threshold (or none)")
-        require(_is_real(self.eval_fraction) and 0 < self.eval_fraction <= 1, "eval_fraction",
+        require(self.eval_fraction is None or _is_real(self.eval_fraction) and 0 < self.eval_fraction <= 1,
+                "eval_fraction",
                 self.eval_fraction, "a fraction in (0, 1] of the data the per-round metrics are computed on")
         require(_is_real(self.participation) and 0 < self.participation <= 1, "participation",
                 self.participation, "a fraction in (0, 1]")

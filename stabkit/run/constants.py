@@ -12,7 +12,11 @@ Estimators follow the specs' recommendations (fedsagd.md §1.5, libra.md §3.6, 
 * ``L_G``, ``F0``, ``f_star``, ``mu_pl`` from the logged curves (``max ||grad f||``, ``f(x_0) - min f``,
   ``min f``, ``min ||grad f||^2 / (2 (f - f_star))``).
 
-Per-sample quantities use at most ``max_clients`` training clients (evenly spaced) to bound the cost.
+Per-sample quantities use at most ``max_clients`` training clients (evenly spaced) to bound the cost, and
+on a large data set (more than ``MAX_SAMPLES`` training samples) every estimate uses a fixed subset of each
+client's data (``stabkit.engine.evalsubset``, reweighted so it still estimates f = mean_i F_i), so the
+estimation stays a bounded cost after the run, like the per-round evaluation (``stabkit.run.evalbudget``);
+``samples`` in the result says how many were used. Small data sets (the digits demo) use all their data.
 """
 from __future__ import annotations
 
@@ -21,11 +25,13 @@ import pandas as pd
 import torch
 
 from stabkit.engine.data import FederatedData
+from stabkit.engine.evalsubset import keep_per_owner
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.run.config import RunConfig
 
 POWER_ITERATIONS = 50
 POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)
+MAX_SAMPLES = 2048  # training samples the estimates use at most (a fixed per-client subset beyond)
 
 
 def _power_iteration(model, theta, x, y, w, iters: int, seed: int) -> float:
@@ -65,9 +71,18 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
     ok = excess > 1e-8 * max(1.0, abs(f.min()))
     out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
 
-    keep = weights > 0
-    x_all, y_all, w_all = data.flat_x[keep], data.flat_y[keep], weights[keep]
-    owners = data.flat_owner[keep]
+    keep = torch.nonzero(weights > 0).flatten()
+    if len(keep) > MAX_SAMPLES:  # a fixed subset of every client's samples, reweighted per client
+        sub = keep_per_owner(data.flat_owner[keep].cpu().numpy(), data.origin, MAX_SAMPLES / len(keep), cfg.seed,
+                             "constants")
+        keep = keep[torch.as_tensor(sub, device=keep.device)]
+        owners = data.flat_owner[keep]
+        counts = torch.bincount(owners, minlength=data.num_rows).to(weights.dtype)
+        w_all = 1.0 / (counts[owners] * int((counts > 0).sum()))
+    else:
+        owners = data.flat_owner[keep]
+        w_all = weights[keep]
+    x_all, y_all = data.flat_x[keep], data.flat_y[keep]
     clients = np.unique(owners.cpu().numpy())
     chosen = clients[np.linspace(0, len(clients) - 1, min(max_clients, len(clients))).round().astype(int)]
     b = cfg.batch_size
@@ -81,7 +96,7 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
         for c in chosen:
             mask = owners == int(c)
             per = model.per_sample_grads(theta, x_all[mask], y_all[mask])
-            n = per.shape[0]
+            n = int(data.n_np[int(c)])  # the client's size (the subset, if any, estimates its variance)
             grad_i = per.mean(0)
             var1 = float((per - grad_i).pow(2).sum(1).mean())
             batch = n if b == "full" else min(int(b), n)
@@ -91,5 +106,5 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
             diffs.append(float((grad_i - grad_f).pow(2).sum()))
         sg2, sg2_mean = max(sg2, max(diffs)), max(sg2_mean, float(np.mean(diffs)))
     out.update(L=L + cfg.weight_decay, sigma_l2=sl2, sigma_l2_sample=sl2_1, sigma_g2=sg2, sigma_g2_mean=sg2_mean,
-               G=G, U=U, snapshots=len(snapshots))
+               G=G, U=U, snapshots=len(snapshots), samples=len(keep))
     return out

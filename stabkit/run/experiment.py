@@ -1,13 +1,20 @@
-"""``run_pair``: build everything a paired run needs, run it round by round, and write the run directory.
+"""``run_pair`` / ``resume_pair``: build everything a paired run needs, run it round by round, and write
+the run directory.
 
 Validation (config, task, model, algorithm hyperparameters, init file, output directory) all happens
-before anything is written. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf, or a
-parameter norm or loss above ``OVERFLOW``) stops at the round it happened, and an interrupted one (Ctrl-C)
-keeps everything logged so far; Ctrl-C during the constants' estimation keeps the complete rounds and a
-summary saying the constants were skipped.
+before anything is written; a directory that already holds a run is refused unless ``overwrite``.
+Metrics are appended every few rounds (``stabkit.run.metricslog``); every ``checkpoint_every`` rounds and
+after the last one the whole state is checkpointed (``stabkit.run.checkpoint``), so a killed, interrupted
+or finished run continues with ``resume_pair`` (also to more rounds) and writes the same bytes as an
+uninterrupted run. A diverging run (NaN/inf, or a parameter norm or loss above ``OVERFLOW``) stops at the
+round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far; Ctrl-C during the
+constants' estimation keeps the complete rounds and a summary saying the constants were skipped. Time spent training, evaluating, checkpointing and estimating
+constants is recorded in ``summary.json``.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import platform
 import time
@@ -25,7 +32,7 @@ from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.run.config import RunConfig
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
-from stabkit.engine.paired import PairedEngine
+from stabkit.engine.paired import PairedEngine, RoundRecord
 from stabkit.engine.threads import run_threads
 from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
@@ -35,7 +42,11 @@ from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
-from stabkit.run.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
+from stabkit.run.checkpoint import load_checkpoint, save_checkpoint
+from stabkit.run.evalbudget import plan_evaluation
+from stabkit.run.metricslog import AppendLog
+from stabkit.run.runstore import atomic_write_json, prepare_run_dir
+from stabkit.run.saved_models import parse_save_spec, save_models
 from stabkit.run.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task
@@ -102,13 +113,15 @@ class PairedRun:
     """A fully built, validated paired experiment (nothing written yet)."""
 
     def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
-        """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``."""
-        self.cfg = cfg
+        """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``. The evaluation
+        schedule left open in ``cfg`` is chosen from the data size (``self.cfg`` holds the choice)."""
         self.task = task if task is not None else build_checked_task(cfg)
         self.algo, make_module, self.device = check_run(cfg, self.task)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
         self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
+        self.eval_plan = self._plan_evaluation(cfg)
+        self.cfg = cfg = cfg.replace(eval_every=self.eval_plan.every, eval_fraction=self.eval_plan.fraction)
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
@@ -116,11 +129,15 @@ class PairedRun:
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
         self.engine.threads = self.evaluator.threads = self.threads
-        self.rows: list = []
+        self._full_evaluator = self.evaluator if cfg.eval_fraction >= 1 else None
+        self.rows: list = []  # logged rows not yet appended to metrics.csv (all rows without a run directory)
         self.local_rows: list = []
-        self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
+        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
+        self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
+        self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
+        self._initial_logged = False
 
     def step(self):
         """Run the next round (``self.t + 1``) and log it: one metrics row per pair (evaluated every
@@ -130,9 +147,11 @@ class PairedRun:
         why)."""
         self._log_initial()
         t = self.t + 1
+        start = time.perf_counter()
         rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
                                keep_clients=t in self.cfg.sharpness_rounds)
-        self.diverged = self._log(t, rec, evaluate=t % self.cfg.eval_every == 0 or t == self.cfg.rounds)
+        self.times["train_s"] += time.perf_counter() - start
+        self.diverged = self._log(t, rec, self._evaluates(t))
         self.t = t
         return rec
 
@@ -141,8 +160,31 @@ class PairedRun:
         return self.diverged is None
 
     def _log_initial(self):
-        if not self.rows:
+        if not self._initial_logged:
             self._log(0, None, evaluate=True)
+            self._initial_logged = True
+
+    def _plan_evaluation(self, cfg: RunConfig):
+        data = self.data
+        batch = float(np.mean(data.n_np[: self.task.num_train_clients])) if cfg.batch_size == "full" \
+            else cfg.batch_size
+        return plan_evaluation(len(data.flat_y), len(data.val_y), len(data.test_y),
+                               cfg.sampled_clients * cfg.local_steps * batch, cfg.eval_every, cfg.eval_fraction)
+
+    def describe_evaluation(self) -> str:
+        """One line: the evaluation schedule of this run and how to ask for exact curves."""
+        return self.eval_plan.describe(len(self.data.flat_y), len(self.data.test_y))
+
+    def _evaluate(self, t: int, rec) -> dict:
+        """Metrics of round t: on the evaluation subset, and on all data at the last round."""
+        if t == self.cfg.rounds and self._full_evaluator is None:
+            self._full_evaluator = Evaluator(self.model, self.data, self.nb, 1.0, self.cfg.seed)
+            self._full_evaluator.threads = self.threads
+        evaluator = self._full_evaluator if t == self.cfg.rounds else self.evaluator
+        start = time.perf_counter()
+        out = evaluator.evaluate(self.engine.x, None if rec is None else rec.rows)
+        self.times["eval_s"] += time.perf_counter() - start
+        return out
 
     def _log(self, t: int, rec, evaluate: bool) -> Optional[str]:
         """Append the rows of round t; return why the run diverged (non-finite or above ``OVERFLOW``) or None."""
@@ -161,7 +203,7 @@ class PairedRun:
         why = None if norm <= OVERFLOW else ("non-finite parameters" if not np.isfinite(norm) else
                                              f"parameter norm {norm:.3g} > {OVERFLOW:g}")
         if evaluate and why is None:
-            for name, v in self.evaluator.evaluate(eng.x, None if rec is None else rec.rows).items():
+            for name, v in self._evaluate(t, rec).items():
                 for j, tr in enumerate(TRAJ):
                     cols[f"{name}_{tr}"] = v[:, j]
                     worst = float(np.max(np.abs(v[:, j])))
@@ -174,26 +216,69 @@ class PairedRun:
                                                      "l1_a": l1[:, 0], "l1_b": l1[:, 1], "l2": l2, "l3": l3}))
         return why
 
-    def run(self, out: Path, progress: Optional[Callable] = None, label: Optional[str] = None) -> dict:
-        """Run all rounds, writing ``out``; return the summary. ``label``: the run's legend label in figures
-        (recorded in config.json beside the configuration)."""
+    def _evaluates(self, t: int) -> bool:
+        return t % self.cfg.eval_every == 0 or t == self.cfg.rounds
+
+    def run(self, out: Path, progress: Optional[Callable] = None, overwrite: bool = False,
+            label: Optional[str] = None) -> dict:
+        """Run all rounds, writing ``out`` (refused if it holds a run, unless ``overwrite``); return the
+        summary. ``progress(t, stats)`` is called after every round (stats: ``eval_share``); ``label``: the
+        run's legend label in figures (recorded in config.json beside the configuration)."""
+        out = prepare_run_dir(out, overwrite)
+        self._open(out, label)
+        snapshots = {0: self.engine.x[0, 0].clone()}
+        self._log_initial()
+        self._sharpness(0, None, out)
+        if 0 in self._save_rounds:
+            self._save_models(out, 0)
+        return self._run_rounds(out, 1, snapshots, progress)
+
+    def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
+        """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary."""
+        out = Path(out)
+        ck = load_checkpoint(out, self.device)
+        t = ck["round"]
+        require(t <= self.cfg.rounds, "rounds", self.cfg.rounds,
+                f"at least {t}: the checkpoint of {str(out)!r} is at round {t}")
+        eng = self.engine
+        eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
+        self.t, self._initial_logged = t, True
+        self.times.update(ck["times"])
+        self._open(out, json.loads((out / "config.json").read_text()).get("label"))
+        rec = RoundRecord(**ck["record"])
+        if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
+            self.metrics.truncate(ck["metrics_rows"])
+            self.local.truncate(ck["local_rows"])
+            self._log(t, rec, self._evaluates(t))
+        else:  # round t's rows are logged as an uninterrupted run logs them: keep them
+            self.metrics.truncate(ck["metrics_rows"] + self.cfg.pairs)
+            self.local.truncate(ck["local_rows"] + len(rec.local) * self.cfg.pairs)
+        return self._run_rounds(out, t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
+
+    def _open(self, out: Path, label: Optional[str]) -> None:
+        """config.json (with the chosen evaluation schedule) and the metric logs of ``out``."""
         cfg = self.cfg
-        out = prepare_run_dir(out)
         facts = {"hp_resolved": resolve_hp(cfg.algo, cfg.hp), "versions": versions(), "device_used": str(self.device),
-                 "threads": self.threads,                  "d": self.model.d, "n_min": int(self.data.n_np[: self.task.num_train_clients].min())}
+                 "threads": self.threads, "d": self.model.d,
+                 "n_min": int(self.data.n_np[: self.task.num_train_clients].min())}
         facts.update({"label": label} if label else {})
         atomic_write_json(out / "config.json", {**cfg.to_dict(), **facts})
-        start = time.perf_counter()
-        status, diverged_round, done, interrupted = "completed", None, self.t, None
+        self.metrics, self.local = AppendLog(out / "metrics.csv"), AppendLog(out / "local.csv")
+        rounds = self.cfg.rounds
+        self._save_rounds = {t for t in range(rounds + 1) if parse_save_spec(self.cfg.save_models, rounds)(t)}
+
+    def _run_rounds(self, out: Path, first: int, snapshots: dict, progress, last_rec=None) -> dict:
+        cfg, eng = self.cfg, self.engine
+        status, diverged_round, done, rec = "completed", None, first - 1, last_rec
         snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
-        snapshots = [self.engine.x[0, 0].clone()]
+        session_start = time.perf_counter()
+        wall_before = self.times["wall_s"]
         previous = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True)
+        in_round = False
         try:
-            self._log_initial()
-            self._sharpness(0, None, out)
             while self.t < cfg.rounds:
-                t = self.t + 1
+                in_round, t = True, self.t + 1
                 rec = self.step()
                 if not self.finite:
                     status, diverged_round = "diverged", t
@@ -201,32 +286,55 @@ class PairedRun:
                 done = t
                 self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
-                    snapshots.append(self.engine.x[0, 0].clone())
+                    snapshots[t] = eng.x[0, 0].clone()
+                self.times["wall_s"] = wall_before + time.perf_counter() - session_start
+                if t in self._save_rounds:
+                    self._save_models(out, t)
+                if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
+                    self._checkpoint(out, t, rec, snapshots)
+                elif t % FLUSH_EVERY == 0:
+                    self._flush()
+                in_round = False  # from here to the next round's start the state is consistent and saved
                 if progress is not None:
-                    progress(t)
-                if t % FLUSH_EVERY == 0:
-                    self._flush(out)
+                    progress(t, {"eval_share": self.times["eval_s"] / max(self.times["wall_s"], 1e-9)})
         except KeyboardInterrupt:
-            status, interrupted = "interrupted", f"round {done + 1}"
+            status, self.interrupted = "interrupted", f"round {done + 1}"
+            if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
+                self._checkpoint(out, done, rec, snapshots)
         finally:
             torch.use_deterministic_algorithms(previous)
-        elapsed = time.perf_counter() - start
-        df = self._flush(out)
-        constants = "off (--no-constants)" if not cfg.constants else "skipped: the rounds were interrupted"
-        if cfg.constants and interrupted is None:
+        self.times["wall_s"] = wall_before + time.perf_counter() - session_start
+        self._flush()
+        return self._finish(out, status, diverged_round, done, snapshots)
+
+    def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
+        from stabkit.run.runstore import load_run
+        df = load_run(out)
+        times = {**self.times, "constants_s": 0.0}
+        interrupted = self.interrupted
+        constants = "off (--no-constants)" if not self.cfg.constants else "skipped: the rounds were interrupted"
+        if self.cfg.constants and interrupted is None:
+            start = time.perf_counter()
+            rounds = sorted(snapshots)
+            weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
             try:
-                weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
-                atomic_write_json(out / "constants.json",
-                                  estimate_constants(cfg, self.model, self.data, weights, snapshots, df))
+                estimated = estimate_constants(self.cfg, self.model, self.data, weights,
+                                               [snapshots[r] for r in rounds], df)
+                atomic_write_json(out / "constants.json", {**estimated, "snapshot_rounds": rounds})
                 constants = "estimated"
             except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
                 status, interrupted = "interrupted", "constants estimation"
                 constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
+            times["constants_s"] = time.perf_counter() - start
         kept = df[df["round"] < diverged_round] if diverged_round else df  # the diverged round: logged, not summarised
-        summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=elapsed, rounds_done=done,
-                            out=str(out), nb=self.nb)
+        summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=times["wall_s"],
+                            rounds_done=done, out=str(out), nb=self.nb)
         summary.update(constants=constants, divergence_threshold=OVERFLOW)
         summary.update({k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v})
+        total = times["wall_s"] + times["constants_s"]
+        summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
+                           "constants_share": times["constants_s"] / total if total else 0.0}
+        summary["evaluation"] = self.describe_evaluation()
         atomic_write_json(out / "summary.json", summary)
         return summary
 
@@ -234,12 +342,27 @@ class PairedRun:
         if self.sharpness is not None:
             self.sharpness.after_round(t, rec, out)
 
-    def _flush(self, out: Path) -> pd.DataFrame:
-        df = pd.concat(self.rows, ignore_index=True)
-        atomic_write_csv(out / "metrics.csv", df)
-        if self.local_rows:
-            atomic_write_csv(out / "local.csv", pd.concat(self.local_rows, ignore_index=True))
-        return df
+    def _flush(self) -> None:
+        rows, local, self.rows, self.local_rows = self.rows, self.local_rows, [], []
+        self.metrics.append(rows)
+        self.local.append(local)
+
+    def _save_models(self, out: Path, t: int) -> None:
+        start = time.perf_counter()
+        save_models(out, t, self.engine.x, self.model.names, self.model.shapes)
+        self.times["checkpoint_s"] += time.perf_counter() - start
+
+    def _checkpoint(self, out: Path, t: int, rec, snapshots: dict) -> None:
+        """Flush the logs and save the state after round t (with the log positions before round t)."""
+        start = time.perf_counter()
+        self._flush()
+        eng, local_t = self.engine, len(rec.local) if rec is not None else 0
+        save_checkpoint(out, {
+            "round": t, "rounds": self.cfg.rounds, "x": eng.x, "server": eng.server, "client_state": eng.client_state,
+            "record": dataclasses.asdict(rec), "snapshots": snapshots,
+            "metrics_rows": self.metrics.rows - self.cfg.pairs, "local_rows": self.local.rows - local_t * self.cfg.pairs,
+            "times": dict(self.times)})
+        self.times["checkpoint_s"] += time.perf_counter() - start
 
 
 def versions() -> dict:
@@ -247,7 +370,25 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
-def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None) -> dict:
-    """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``)."""
+def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None,
+             overwrite: bool = False, label: Optional[str] = None) -> dict:
+    """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``;
+    a directory that holds a run is refused unless ``overwrite``)."""
     run = PairedRun(cfg, task)
-    return run.run(Path(out) if out is not None else default_out_dir(cfg), progress)
+    return run.run(Path(out) if out is not None else default_out_dir(cfg), progress, overwrite, label)
+
+
+def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
+    """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
+    (``checkpoint_every``, ``save_models``) applied."""
+    path = Path(out) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
+    cfg = RunConfig.from_dict(json.loads(path.read_text()))
+    return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
+
+
+def resume_pair(out, rounds: Optional[int] = None, progress: Optional[Callable] = None,
+                task: Optional[Task] = None, **changes) -> dict:
+    """Continue the run in ``out`` from its checkpoint (to ``rounds`` if given, else its own)."""
+    return PairedRun(resume_config(out, rounds, **changes), task).resume(Path(out), progress)

@@ -1,8 +1,11 @@
-"""Run directories: ``config.json``, ``metrics.csv``, ``local.csv``, ``summary.json``, written atomically.
+"""Run directories: ``config.json``, ``metrics.csv``, ``local.csv``, ``summary.json``, ``constants.json``,
+``checkpoint.pt`` and ``models/``, written atomically.
 
 Every file is written to a temporary sibling and moved into place with ``os.replace``, so a reader (or
-an interrupted run) never sees a half-written file. ``load_run`` returns the per-round metrics as a
-pandas DataFrame with the run's config and summary in ``df.attrs``.
+an interrupted run) never sees a half-written file; the metric logs grow by appended row groups that
+readers see whole (``stabkit.run.metricslog``). A directory that holds a run is never silently
+overwritten. ``load_run`` returns the per-round metrics as a pandas DataFrame with the run's config and
+summary in ``df.attrs``.
 """
 from __future__ import annotations
 
@@ -79,9 +82,36 @@ def require_out(out) -> None:
         raise ConfigError(f"invalid out={str(out)!r}: a directory path (or leave --out out for the default)")
 
 
-def prepare_run_dir(path) -> Path:
-    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written."""
+RUN_FILES = ("config.json", "metrics.csv", "local.csv", "summary.json", "constants.json", "checkpoint.pt")
+
+
+def existing_run(path) -> str | None:
+    """A short description of the run ``path`` already holds (None if it holds none)."""
     path = Path(path)
+    if not any((path / f).is_file() for f in RUN_FILES) and not (path / "models").is_dir():
+        return None
+    summary = path / "summary.json"
+    if summary.is_file():
+        try:
+            s = json.loads(summary.read_text())
+            what = f"{s.get('status', 'unknown')} after {s.get('rounds_done', '?')} rounds"
+        except (ValueError, AttributeError):
+            what = "finished (unreadable summary.json)"
+    else:
+        what = "unfinished or killed"
+    return what + (", with a checkpoint" if (path / "checkpoint.pt").is_file() else ", no checkpoint")
+
+
+def prepare_run_dir(path, overwrite: bool = False) -> Path:
+    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written. A directory that
+    already holds a run is an error naming how to resume or replace it; ``overwrite`` removes that run's
+    files (and only those) instead."""
+    path = Path(path)
+    check_new_run_dir(path, overwrite)
+    if overwrite:
+        for f in RUN_FILES:
+            (path / f).unlink(missing_ok=True)
+        shutil.rmtree(path / "models", ignore_errors=True)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe", delete=True)
@@ -89,6 +119,14 @@ def prepare_run_dir(path) -> Path:
     except OSError as e:
         raise ConfigError(f"invalid out={str(path)!r}: the output directory must be writable ({e.strerror})") from None
     return path
+
+
+def check_new_run_dir(path, overwrite: bool = False) -> None:
+    """ConfigError if ``path`` holds a run and ``overwrite`` is not set (nothing is written)."""
+    what = None if overwrite else existing_run(path)
+    if what:
+        raise ConfigError(f"invalid out={str(path)!r}: it already holds a run ({what}); continue it with "
+                          f"`stabkit pair --resume {path}` (--rounds N to extend it) or replace it with --overwrite")
 
 
 def load_run(path) -> pd.DataFrame:
@@ -100,20 +138,20 @@ def load_run(path) -> pd.DataFrame:
     text = metrics.read_text()
     if not text.strip():
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is empty (the run wrote no round; rerun it)")
-    if not text.endswith("\n"):
+    if not text.endswith("\n") and (path / "summary.json").is_file():  # a finished run's log ends with its last row
         line = text.count("\n") + 1
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is cut off in line {line} (an interrupted copy "
                           f"or a full disk?); delete that line to analyse the rounds before it")
-    try:
-        df = pd.read_csv(io.StringIO(text))
+    attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
+             if (path / f"{name}.json").is_file()}
+    from stabkit.run.metricslog import read_complete  # metricslog writes through this module
+    try:  # a run being written: only its whole row groups
+        df = read_complete(metrics, attrs.get("config", {}).get("pairs"))
     except (ValueError, pd.errors.ParserError) as e:
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is not a metrics table ({_first_line(e)})") from None
     if not {"round", "pair", "disc"} <= set(df.columns):
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv lacks the columns round, pair, disc")
-    for name in ("config", "summary"):
-        f = path / f"{name}.json"
-        if f.is_file():
-            df.attrs[name] = read_json(f, name)
+    df.attrs.update(attrs)
     return df
 
 
@@ -135,4 +173,5 @@ def _first_line(e: Exception) -> str:
 
 def load_local(path) -> pd.DataFrame:
     """Local-discrepancy rows (round, pair, k, l1_a, l1_b, l2, l3) of a run."""
-    return pd.read_csv(Path(path) / "local.csv")
+    from stabkit.run.metricslog import read_complete
+    return read_complete(Path(path) / "local.csv")

@@ -6,7 +6,9 @@ neighbour), each a ``torch.save``-d ``{parameter name: tensor}`` that loads into
     module = stabkit.models.registry.build_model(name, task)
     module.load_state_dict(torch.load("RUN/models/round_100/pair0_a.pt"))
 
-and that ``--init`` accepts. Files are written atomically (temporary file + rename), so a killed run never
+and that ``--init`` accepts. Which rounds a run saves is ``--save-models`` (``parse_save_spec``): ``none``,
+``final`` (the last round; the default), ``every:N`` (rounds 0, N, 2N, ... and the last) or a comma-separated
+list of rounds. Files are written atomically (temporary file + rename), so a killed run never
 leaves a half-written model behind.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -22,6 +25,29 @@ from stabkit.errors import ConfigError
 
 TRAJECTORIES = ("a", "b")
 _ROUND_DIR = re.compile(r"round_(\d+)$")
+
+
+SAVE_SPEC_HELP = "none, final, every:N (rounds 0, N, 2N, ... and the last) or comma-separated rounds, e.g. 0,50,100"
+
+
+def parse_save_spec(spec: str, rounds: int) -> Callable[[int], bool]:
+    """``wants(t)``: whether a run of ``rounds`` rounds saves its models after round ``t``."""
+    spec = str(spec).strip()
+    bad = ConfigError(f"invalid save_models={spec!r}: {SAVE_SPEC_HELP} (rounds in [0, {rounds}])")
+    if spec == "none":
+        return lambda t: False
+    if spec == "final":
+        return lambda t: t == rounds
+    if spec.startswith("every:"):
+        n = spec[len("every:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise bad
+        return lambda t: t % int(n) == 0 or t == rounds
+    parts = [p.strip() for p in spec.split(",")]
+    if not all(p.isdigit() and int(p) <= rounds for p in parts):
+        raise bad
+    chosen = {int(p) for p in parts}
+    return lambda t: t in chosen
 
 
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
@@ -38,7 +64,7 @@ def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> 
         for j, traj in enumerate(TRAJECTORIES):
             parts = torch.split(x[r, j].detach().cpu(), numels)
             state = {n: p.reshape(s).clone() for n, p, s in zip(names, parts, shapes)}
-            _atomic_save(model_path(run_dir, t, r, traj), state)
+            atomic_save(model_path(run_dir, t, r, traj), state)
 
 
 def saved_rounds(run_dir) -> list:
@@ -71,12 +97,17 @@ def load_flat(run_dir, t: int) -> torch.Tensor:
                         for pair in pairs])
 
 
-def _atomic_save(path: Path, obj) -> None:
+def atomic_save(path: Path, obj) -> None:
+    """``torch.save`` to a temporary sibling, fsync, rename: readers and a killed run see the old file or
+    the new one, never a torn one."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     try:
-        torch.save(obj, tmp)
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

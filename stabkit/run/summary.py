@@ -57,5 +57,9 @@ def format_summary(s: dict) -> str:
     if "final_gap" in s:
         lines.append(f"final gap (test - train loss): {s['final_gap']['mean']:.4g} ± {s['final_gap']['std']:.3g}; "
                      f"test acc {s['final_test_acc']['mean']:.3f}")
+    if "time" in s:
+        t = s["time"]
+        lines.append(f"time: {t['total_s']:.3g} s (training {t['train_s'] / t['total_s']:.0%}, evaluation "
+                     f"{t['eval_share']:.0%}, constants {t['constants_share']:.0%})" if t["total_s"] else "time: 0 s")
     lines.append(f"written to {s['out']}")
     return "\n".join(lines)

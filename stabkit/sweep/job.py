@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from stabkit.run.checkpoint import NAME as CHECKPOINT
+
 JOB_THREADS = 1
 
 
@@ -37,7 +39,9 @@ def execute_job(config: dict) -> dict:
                         "wall_s": time.perf_counter() - start}
             if summary["status"] == "interrupted":
                 raise KeyboardInterrupt
-            files = {p.name: p.read_bytes() for p in sorted((Path(tmp) / "run").iterdir()) if p.is_file()}
+            # a sweep resumes job by job: the run's checkpoint (binary, as large as the state) stays behind
+            files = {p.name: p.read_bytes() for p in sorted((Path(tmp) / "run").iterdir())
+                     if p.is_file() and p.name != CHECKPOINT}
     finally:
         torch.set_num_threads(threads)
     error = None

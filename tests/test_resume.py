@@ -1,0 +1,129 @@
+"""Checkpoint and resume: a killed, interrupted or finished run continues to byte-identical metrics; an
+existing run directory is never silently overwritten."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stabkit import RunConfig, TaskOptions, load_run, run_pair
+from stabkit.errors import ConfigError
+from stabkit.run.experiment import resume_pair
+from tests.helpers import cli
+
+QUAD = ["--task", "quadratic", "--pairs", "2", "--clients", "8", "--samples-per-client", "20",
+        "--no-constants", "--quiet"]
+
+
+def _cfg(**kw):
+    base = dict(algo="scaffold", task="quadratic", pairs=2, rounds=30, local_steps=3, checkpoint_every=3,
+                eval_every=4, eval_fraction=0.5, local_rounds=(0, 8), constants=False,
+                task_options=TaskOptions(clients=8, samples_per_client=20))
+    return RunConfig(**{**base, **kw})
+
+
+def _same_files(a, b):
+    for f in ("metrics.csv", "local.csv"):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_resuming_a_finished_run_to_more_rounds_matches_an_uninterrupted_run(tmp_path):
+    # scaffold carries per-client and server state; eval every 4 rounds on half the data, all data at the
+    # last round, so round 10 (the short run's last) is re-logged on the subset when the run continues;
+    # the part-loss columns first appear at round 4, after the first checkpoint (round 3).
+    run_pair(_cfg(), out=tmp_path / "full")
+    short = run_pair(_cfg(rounds=10), out=tmp_path / "short")
+    assert short["status"] == "completed" and short["rounds_done"] == 10
+    summary = resume_pair(tmp_path / "short", rounds=30)
+    assert summary["rounds_done"] == 30 and summary["final_round"] == 30
+    _same_files(tmp_path / "full", tmp_path / "short")
+    assert json.loads((tmp_path / "short" / "config.json").read_text())["rounds"] == 30
+    with pytest.raises(ConfigError, match="rounds=20.*at least 30"):
+        resume_pair(tmp_path / "short", rounds=20)
+
+
+def test_resume_after_a_lost_tail_truncates_to_the_checkpoint(tmp_path):
+    """A run killed after its last checkpoint logged rows the checkpoint does not cover (and maybe half a
+    row group): resume drops them and recomputes the same rows."""
+    run_pair(_cfg(), out=tmp_path / "full")
+    out = tmp_path / "cut"
+    run_pair(_cfg(rounds=12, checkpoint_every=5), out=out)  # rows up to round 12, checkpoint at round 12
+    run_pair(_cfg(rounds=10, checkpoint_every=5), out=tmp_path / "ten")
+    # the state after round 10 (the same in both runs): as if the 12-round run was killed before round 15
+    os.replace(tmp_path / "ten" / "checkpoint.pt", out / "checkpoint.pt")
+    with open(out / "metrics.csv", "a") as f:
+        f.write("13,0,0.5")  # half a row group of a killed flush
+    assert load_run(out)["round"].max() == 12  # readers never see the partial group
+    resume_pair(out, rounds=30)
+    _same_files(tmp_path / "full", out)
+
+
+def test_sigkilled_run_resumes_to_a_byte_identical_result(tmp_path, capsys):
+    args = ["pair", *QUAD, "--rounds", "200", "--checkpoint-every", "10"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "stabkit_cli", *args, "--out", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (killed / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    rounds_at_kill = load_run(killed)["round"].max()
+    assert rounds_at_kill < 200
+    code, out, err = cli(["pair", "--resume", str(killed), "--quiet"], capsys)
+    assert code == 0, err
+    code, _, err = cli([*args, "--out", str(tmp_path / "whole")], capsys)
+    assert code == 0, err
+    _same_files(tmp_path / "whole", killed)
+    s = json.loads((killed / "summary.json").read_text())
+    assert s["status"] == "completed" and s["rounds_done"] == 200
+
+
+def test_existing_run_directory_is_refused_with_one_line_and_overwrite_replaces_it(tmp_path, capsys):
+    out = tmp_path / "r"
+    args = ["pair", *QUAD, "--rounds", "3", "--out", str(out)]
+    assert cli(args, capsys)[0] == 0
+    before = (out / "metrics.csv").read_bytes()
+    code, _, err = cli(args, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "already holds a run (completed after 3 rounds, with a checkpoint)" in err
+    assert f"--resume {out}" in err and "--overwrite" in err
+    assert (out / "metrics.csv").read_bytes() == before
+    code, _, err = cli([*args[:-2], "--rounds", "4", "--out", str(out), "--overwrite"], capsys)
+    assert code == 0, err
+    assert load_run(out)["round"].max() == 4
+
+
+def test_resume_accepts_only_rounds_and_output_options(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert cli(["pair", *QUAD, "--rounds", "3", "--out", str(out)], capsys)[0] == 0
+    code, _, err = cli(["pair", "--resume", str(out), "--lr", "0.5"], capsys)
+    assert code == 2 and "--lr with --resume" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli(["pair", "--resume", str(tmp_path / "nothing")], capsys)
+    assert code == 2 and "config.json" in err
+    code, stdout, err = cli(["pair", "--resume", str(out), "--rounds", "5", "--quiet"], capsys)
+    assert code == 0, err
+    assert load_run(out)["round"].max() == 5 and "(5 rounds" in stdout
+    no_ck = tmp_path / "no_ck"
+    assert cli(["pair", *QUAD, "--rounds", "3", "--checkpoint-every", "0", "--out", str(no_ck)], capsys)[0] == 0
+    code, _, err = cli(["pair", "--resume", str(no_ck)], capsys)
+    assert code == 2 and "no checkpoint.pt" in err
+
+
+def test_interrupted_run_checkpoints_its_last_round_and_resumes(tmp_path):
+    from stabkit.run.experiment import PairedRun
+
+    def stop_at_7(t, stats):
+        assert 0 <= stats["eval_share"] < 1
+        if t == 7:
+            raise KeyboardInterrupt
+
+    run_pair(_cfg(), out=tmp_path / "full")
+    summary = PairedRun(_cfg(checkpoint_every=100)).run(tmp_path / "cut", progress=stop_at_7)
+    assert summary["status"] == "interrupted" and summary["rounds_done"] == 7
+    assert load_run(tmp_path / "cut")["round"].max() == 7
+    resume_pair(tmp_path / "cut")
+    _same_files(tmp_path / "full", tmp_path / "cut")
