@@ -1,7 +1,9 @@
-"""``stabkit models``: the model architectures with their parameter counts on the papers' input shapes."""
+"""``stabkit models``: the model architectures with their parameter counts on the papers' input shapes, and
+the installed plug-in models (entry-point group ``stabkit.models``)."""
 import click
 import numpy as np
 
+from stabkit import plugins
 from stabkit.models.registry import DESCRIPTIONS, MODELS, build_model
 from stabkit.tasks.base import Task
 
@@ -28,6 +30,8 @@ def models():
         label, shape, classes, integer = SHAPES.get(name, CIFAR)
         count = sum(p.numel() for p in build_model(name, _shape_task(shape, classes, integer)).parameters())
         click.echo(f"{name:<12} {count:>11,d} parameters on {label:<26} {DESCRIPTIONS[name]}")
+    for name, ep in plugins.installed("model").items():
+        click.echo(f"{name:<12} {'plug-in':>11} factory(task) {ep.value}")
 
 
 command = models

@@ -1,13 +1,17 @@
 """``run_pair``: build everything a paired run needs, run it round by round, and write the run directory.
 
 Validation (config, task, model, algorithm hyperparameters, init file, output directory) all happens
-before anything is written. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf)
+before anything is written. A run's client counts come from its task (a user's ready-made ``Task`` may
+have any number of clients), and ``config.json`` records the task and model actually used. Metrics are flushed atomically every few rounds; a diverging run (NaN/inf)
 stops at the round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import platform
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +20,9 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
-from stabkit import __version__
+from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.run.config import RunConfig
@@ -33,14 +38,16 @@ from stabkit.engine.perturbation import build_neighbours
 from stabkit.run.runstore import atomic_write_csv, atomic_write_json, prepare_run_dir
 from stabkit.run.summary import summarize
 from stabkit.tasks import build_task
-from stabkit.tasks.base import Task
+from stabkit.tasks.base import Task, check_task
 
 FLUSH_EVERY = 10  # rounds between atomic metric flushes
 
 
 def default_out_dir(cfg: RunConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{cfg.algo}-{cfg.perturb}-{cfg.task}-{stamp}"
+    name = f"{cfg.algo}-{cfg.perturb}-{cfg.task}-{stamp}"
+    return Path("runs") / re.sub(r"[^A-Za-z0-9_.+-]", "_", name)  # import paths hold ':'
+
 
 
 def resolve_device(name: str) -> torch.device:
@@ -62,13 +69,20 @@ def resolve_device(name: str) -> torch.device:
 class PairedRun:
     """A fully built, validated paired experiment (nothing written yet)."""
 
-    def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
-        """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``."""
-        self.cfg = cfg
+    def __init__(self, cfg: RunConfig, task: Optional[Task] = None, model=None):
+        """``task``: a ready-made :class:`Task` instead of building ``cfg.task``; ``model``: a factory
+        ``task -> nn.Module`` or an ``nn.Module`` (every pair starts from its parameters under the default
+        init) instead of building ``cfg.model``. ``self.cfg`` is ``cfg`` with the client counts taken
+        from the task, and the task's and model's names as ``config.json`` records them."""
         self.algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
+        if task is not None:
+            check_task(task, getattr(task, "name", type(task).__name__))
+            cfg = cfg.replace(task=task.name)
         self.task = task if task is not None else build_task(cfg.task, cfg.task_options)
-        model_name = cfg.model or self.task.default_model
-        make_module = lambda: build_model(model_name, self.task, hidden=cfg.hidden)
+        cfg = cfg.replace(task_options=dataclasses.replace(
+            cfg.task_options, clients=self.task.num_train_clients, heldout_clients=self.task.num_heldout_clients))
+        make_module, model_label = _module_maker(cfg, self.task, model)
+        self.cfg = cfg = cfg if model is None else cfg.replace(model=model_label)
         make_module()  # validates model/task compatibility before anything else happens
         require(cfg.augment == "none" or len(self.task.input_shape) == 3, "augment", cfg.augment,
                 f"none for task {self.task.name!r}: crop_flip needs image inputs (C, H, W)")
@@ -178,12 +192,37 @@ class PairedRun:
         return df
 
 
+def _module_maker(cfg: RunConfig, task: Task, model) -> tuple:
+    """``(make_module, label)``: a function building a fresh module for the run, and the name config.json
+    records (a built-in name, an import path, or a description of a module passed from Python)."""
+    if model is None:
+        name = cfg.model or task.default_model
+        return (lambda: build_model(name, task, hidden=cfg.hidden)), name
+    if isinstance(model, nn.Module):
+        label = f"instance of {plugins.import_path_of(type(model)) or type(model).__name__}"
+        return (lambda: copy.deepcopy(model)), label
+    if callable(model):
+        label = plugins.import_path_of(model) or getattr(model, "__name__", repr(model))
+
+        def make():
+            module = plugins.call("model", label, model, task)
+            require(isinstance(module, nn.Module), "model", label,
+                    f"a factory returning a torch.nn.Module, but it returned {type(module).__name__}")
+            return module
+
+        return make, label
+    raise ConfigError(f"invalid model={model!r}: a factory task -> torch.nn.Module, or an nn.Module")
+
+
 def versions() -> dict:
     return {"stabkit": __version__, "torch": torch.__version__, "numpy": np.__version__,
             "python": platform.python_version()}
 
 
-def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None) -> dict:
-    """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``)."""
-    run = PairedRun(cfg, task)
+def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None,
+             model=None) -> dict:
+    """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``).
+    ``task`` and ``model`` as for :class:`PairedRun`."""
+    run = PairedRun(cfg, task, model)
+    cfg = run.cfg
     return run.run(Path(out) if out is not None else default_out_dir(cfg), progress)

@@ -1,13 +1,16 @@
 """Task registry: build a :class:`~stabkit.tasks.base.Task` by name from :class:`TaskOptions`.
 
 All randomness comes from ``np.random.default_rng(opts.seed)``, so equal options give identical arrays.
+Plug-in tasks (``stabkit.plugins``): a builder ``build(opts: TaskOptions) -> Task`` named by an import
+path ``package.module:build`` or an entry point of the group ``stabkit.tasks``; the task it returns is
+checked by :func:`~stabkit.tasks.base.check_task`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from stabkit.errors import require
-from stabkit.tasks.base import Task
+from stabkit import plugins
+from stabkit.tasks.base import Task, check_task
 from stabkit.tasks.cifar import build_cifar10, build_cifar100
 from stabkit.tasks.digits import build_digits
 from stabkit.tasks.idx import build_emnist_l, build_fashion_mnist, build_mnist
@@ -25,10 +28,14 @@ _BUILDERS = {"digits": build_digits, "synthetic": build_synthetic,
              "shakespeare": build_shakespeare, "tinyimagenet": build_tinyimagenet}
 TASKS = tuple(_BUILDERS)
 
-__all__ = ["TASKS", "Task", "TaskOptions", "build_task"]
+__all__ = ["TASKS", "Task", "TaskOptions", "build_task", "check_task"]
 
 
 def build_task(name: str, opts: TaskOptions) -> Task:
-    """Build task ``name`` (one of :data:`TASKS`) with options ``opts``."""
-    require(name in _BUILDERS, "task", name, f"one of {', '.join(TASKS)}")
-    return _BUILDERS[name](opts, np.random.default_rng(opts.seed))
+    """Build task ``name`` (one of :data:`TASKS`, an installed plug-in or an import path) with options ``opts``."""
+    if name in _BUILDERS:
+        return _BUILDERS[name](opts, np.random.default_rng(opts.seed))
+    builder = plugins.resolve("task", name, TASKS, "package.module:build")
+    task = plugins.call("task", name, builder, opts)
+    check_task(task, name)
+    return task
