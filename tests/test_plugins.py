@@ -193,3 +193,19 @@ def test_readme_tutorial_runs_as_written(tmp_path):
     assert row[2:4] == ["measured", "True"] and row[6] == "True"  # valid, and it holds at every round
     assert (tmp_path / "runs" / "mine" / "figures" / "discrepancy.png").is_file()
     assert "1 passed" in done.stdout
+
+
+def test_task_and_model_entry_points(tmp_path, capsys, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from stabkit import plugins
+
+    eps = {"task": {"six": EntryPoint("six", "tests.plugin_fixtures:six_clients", "stabkit.tasks")},
+           "model": {"tanh": EntryPoint("tanh", "tests.plugin_fixtures:tanh_net", "stabkit.models")}}
+    monkeypatch.setattr(plugins, "installed", lambda kind: eps.get(kind, {}))
+    ok_cli(["pair", "--task", "six", "--model", "tanh", "--rounds", "2", "--pairs", "1", "--no-constants",
+            "--quiet", "--out", str(tmp_path / "r")], capsys)
+    cfg = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (cfg["task"], cfg["model"], cfg["task_options"]["clients"]) == ("six", "tanh", 6)
+    code, _, err = cli(["pair", "--task", "sixx", "--quiet"], capsys)
+    assert code == 2 and "invalid task='sixx': one of digits," in err and ", six, or an import path" in err
