@@ -17,8 +17,9 @@ def _installed_here() -> bool:
         dist = metadata.distribution("stabkit-fedyogi")
     except metadata.PackageNotFoundError:
         return False
-    return any(ep.group == "stabkit.algorithms" for ep in dist.entry_points) and str(EXAMPLE) in (
-        dist.read_text("direct_url.json") or "")
+    origin = dist.read_text("direct_url.json") or ""  # where it was installed from
+    return any(ep.group == "stabkit.algorithms" for ep in dist.entry_points) and (
+        EXAMPLE.as_uri() in origin or str(EXAMPLE) in origin)
 
 
 @pytest.fixture(scope="session")
