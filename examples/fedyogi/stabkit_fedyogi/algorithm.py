@@ -14,7 +14,7 @@ most (1 - beta2) Delta_t^2 towards Delta_t^2 per round, and stays >= 0.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms import Algorithm, HParams, hp
+from stabkit.algorithms import Algorithm, HParams, hp, server_step
 
 
 @dataclass(frozen=True)
@@ -41,4 +41,4 @@ class FedYogi(Algorithm):
         m = p.beta1 * ctx.server["m"] + (1 - p.beta1) * delta  # line 6
         d2 = delta * delta
         v = ctx.server["v"] - (1 - p.beta2) * d2 * (ctx.server["v"] - d2).sign()  # line 7
-        return ctx.x + ctx.global_lr * m / (v.sqrt() + p.tau), {"m": m, "v": v}  # line 8
+        return server_step(ctx, m / (v.sqrt() + p.tau)), {"m": m, "v": v}  # line 8: x_t + eta * direction
