@@ -4,44 +4,16 @@ in-process CLI runner."""
 import numpy as np
 import pandas as pd
 
-from stabkit import RunConfig, TaskOptions
+from stabkit import RunConfig
 from stabkit.engine.sampling import sample_clients
 from stabkit.run.experiment import PairedRun
-from stabkit.tasks.base import Task
-
-LR, K = 0.1, 2  # client lr and local steps of every tiny run
-
-# Two training clients with two samples each (rows of A, targets b), plus two held-out clients.
-A = [np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([[2.0, 0.0], [1.0, 1.0]])]
-B = [np.array([1.0, -1.0]), np.array([0.0, 2.0])]
-
-
-def tiny_task(a=A, b=B) -> Task:
-    """Least squares F_i(x) = (1/2n) ||A_i x - b_i||^2 on the training clients (a, b) + 2 held-out clients."""
-    xs = list(a) + [np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[0.5, 0.0], [0.0, 0.5]])]
-    ys = list(b) + [np.array([1.0, 0.0]), np.array([0.0, 1.0])]
-    return Task(name="tiny", kind="regression", num_classes=0, input_shape=(2,), train_x=xs, train_y=ys,
-                val_x=[x[:1] for x in xs], val_y=[y[:1] for y in ys], test_x=xs[0], test_y=ys[0],
-                num_train_clients=len(a), default_model="linear")
-
-
-def tiny_run(algo: str, hp=None, rounds=1, a=A, b=B, **kw) -> PairedRun:
-    """A float64 full-batch paired run on the tiny task starting from x_0 = 0, two clients per round (both
-    training clients by default; pass three clients in ``a``, ``b`` to have one sit out rounds)."""
-    cfg = RunConfig(algo=algo, hp=hp or {}, rounds=rounds, pairs=1, local_steps=K, batch_size="full", lr=LR,
-                    clients_per_round=2, perturb="none", init="zeros", dtype="float64",
-                    task_options=TaskOptions(clients=len(a), heldout_clients=2), **kw)
-    return PairedRun(cfg, task=tiny_task(a, b))
-
+# The two-client problem, its gradients and local training are public (stabkit.testing.problems): the suite
+# uses the ones plug-in authors get.
+from stabkit.testing.problems import A, B, K, LR, grad, local_models, run_rounds, tiny_run, tiny_task  # noqa: F401
 
 # Three training clients of sizes 2, 3 and 1 (unequal on purpose), for methods with per-client state.
 A3 = [A[0], np.array([[2.0, 0.0], [1.0, 1.0], [0.5, -1.0]]), np.array([[1.0, -1.0]])]
 B3 = [B[0], np.array([0.0, 2.0, 1.0]), np.array([3.0])]
-
-
-def grad(i: int, x: np.ndarray, a=A, b=B) -> np.ndarray:
-    """Full-batch gradient of client i's least-squares loss: A_i^T (A_i x - b_i) / n_i."""
-    return a[i].T @ (a[i] @ x - b[i]) / len(b[i])
 
 
 def grad3(i: int, x: np.ndarray) -> np.ndarray:
@@ -93,25 +65,6 @@ def local_sgd(gfun, y, lrs, extra=lambda y: 0.0):
 def fedavg_server(x, ys, eta=1.0):
     """FedAvg's server step x + eta (mean_i y_i - x)."""
     return x + eta * (np.mean(ys, axis=0) - x)
-
-
-def local_models(step, start, clients=(0, 1)) -> list:
-    """Hand computation of one round's local training: client i starts at ``start`` and applies
-    ``y <- step(i, y)`` K times; returns the clients' final local models."""
-    out = []
-    for i in clients:
-        y = np.array(start, dtype=float, copy=True)
-        for _ in range(K):
-            y = step(i, y)
-        out.append(y)
-    return out
-
-
-def run_rounds(run: PairedRun, rounds: int) -> np.ndarray:
-    """Run ``rounds`` rounds of a tiny run; trajectory A's global model of pair 0."""
-    for t in range(rounds):
-        run.engine.step(t)
-    return run.engine.x[0, 0].numpy()
 
 
 def lockstep(*specs, rounds=4, **common):

@@ -1,5 +1,6 @@
 """The Ray executor: a sweep on a local Ray cluster (started here, reached by address) gives per-job metrics
-identical to the local executor; the cluster is stopped at the end. Ray must be installed (test extras)."""
+identical to the local executor, plug-in algorithms included (each Ray worker imports the installed example
+plug-in itself); the cluster is stopped at the end. Ray must be installed (test extras)."""
 import subprocess
 import sys
 import time
@@ -12,10 +13,10 @@ from stabkit.sweep import make_executor, parse_spec, run_sweep
 from test_sweep import BASE, metrics
 
 PORT = 63791
-SPEC = {"base": BASE, "product": {"lr": [0.05, 0.1], "seed": [0, 1]}}
+SPEC = {"base": BASE, "product": {"algo": ["fedavg", "fedyogi"], "lr": [0.05, 0.1], "seed": [0, 1]}}
 
 
-def test_ray_cluster_matches_local_executor(tmp_path):
+def test_ray_cluster_matches_local_executor(tmp_path, fedyogi):
     ray_cli = Path(sys.executable).with_name("ray")
     log = tmp_path / "head.log"
     with open(log, "w") as f:
@@ -31,8 +32,8 @@ def test_ray_cluster_matches_local_executor(tmp_path):
         started = []
         man = run_sweep(parse_spec(SPEC), tmp_path / "ray", make_executor("ray", address=f"127.0.0.1:{PORT}"),
                         progress=lambda ev, job, m, info: started.append(job) if ev == "running" else None)
-        assert man.counts()["done"] == 4 and len(started) == 4
-        assert metrics(tmp_path / "ray") == metrics(tmp_path / "local") and len(metrics(tmp_path / "local")) == 4
+        assert man.counts()["done"] == 8 and len(started) == 8
+        assert metrics(tmp_path / "ray") == metrics(tmp_path / "local") and len(metrics(tmp_path / "local")) == 8
         assert not ray.is_initialized()  # the driver disconnected
     finally:
         head.terminate()

@@ -1,8 +1,10 @@
-"""Registry of FL algorithms, discovered from the modules of this package, and the interface to write one.
+"""Registry of FL algorithms, discovered from the modules of this package, plug-ins, and the interface to write one.
 
 Every module defines its algorithm as an :class:`Algorithm` subclass with a ``name``; ``ALGORITHMS``
-maps names to classes (FedAvg first, then alphabetical), ``build_algorithm`` validates a name and
-its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
+maps the built-in names to classes (FedAvg first, then alphabetical). ``algorithm_class`` also resolves
+plug-ins (``stabkit.plugins``): an import path ``package.module:Class`` or an entry point of the group
+``stabkit.algorithms``; ``available_algorithms`` lists built-in and installed ones. ``build_algorithm``
+validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
 ``hp_resolved``, which is what the bounds read).
 
 Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
@@ -19,6 +21,7 @@ import dataclasses
 import importlib
 import pkgutil
 
+from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, HParams, RoundContext, Step, Wrapper, choice, hp
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
 from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units, on_clients,
@@ -41,11 +44,26 @@ def _discover() -> dict:
 ALGORITHMS = _discover()
 
 
+def algorithm_class(name: str) -> type:
+    """The :class:`Algorithm` subclass ``name`` names: built-in, installed entry point, or import path."""
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]
+    cls = plugins.resolve("algo", name, ALGORITHMS, "package.module:Class")
+    ok = isinstance(cls, type) and issubclass(cls, Algorithm) and isinstance(vars(cls).get("name"), str)
+    if not ok:
+        raise ConfigError(f"invalid algo={name!r}: {cls!r} is not a stabkit.algorithms.Algorithm subclass "
+                          f"with a name")
+    return cls
+
+
+def available_algorithms() -> dict:
+    """Built-in and installed plug-in algorithms, ``{--algo name: class}`` (built-ins first)."""
+    return {**ALGORITHMS, **{n: algorithm_class(n) for n in plugins.installed("algo") if n not in ALGORITHMS}}
+
+
 def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:
     """The algorithm ``name`` with hyperparameters ``hp`` (defaults for the rest)."""
-    if name not in ALGORITHMS:
-        raise ConfigError(f"invalid algo={name!r}: one of {', '.join(ALGORITHMS)}")
-    return ALGORITHMS[name].from_hp(hp or {})
+    return algorithm_class(name).from_hp(hp or {})
 
 
 def resolve_hp(name: str, hp: dict | None = None) -> dict:
@@ -54,5 +72,5 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM", "SAMParams",
-           "Step", "Wrapper", "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x",
+           "Step", "Wrapper", "algorithm_class", "available_algorithms", "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x",
            "gradient_units", "hp", "on_clients", "resolve_hp", "server_step"]

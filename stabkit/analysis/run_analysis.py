@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from stabkit import plugins
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
@@ -38,6 +39,14 @@ def _both(df, name, how="mean"):
     return None if a is None else (a + b) / 2
 
 
+def _bound_key(algo: str) -> str:
+    """The name the run's bounds are registered under: a built-in's ``--algo`` name, or a plug-in's class
+    ``name`` (importing a plug-in registers the bounds its module defines)."""
+    if plugins.is_import_path(algo) or algo in plugins.installed("algo"):
+        return getattr(plugins.load("algo", algo), "name", algo)
+    return algo
+
+
 def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
     """The bound evaluator's view of a run: schedule, hyperparameters, constants, mean-over-pairs curves.
 
@@ -56,7 +65,7 @@ def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
         if col.startswith("norm_") and col.endswith("_a"):
             name = col[len("norm_"):-2]
             measured[f"state_norm_sum/{name}"] = _per_round(df, f"norm_{name}_a") + _per_round(df, f"norm_{name}_b")
-    return Setting(algo=cfg.algo, hp=dict(recorded["hp_resolved"]), K=cfg.local_steps, T=T, s=cfg.sampled_clients,
+    return Setting(algo=_bound_key(cfg.algo), hp=dict(recorded["hp_resolved"]), K=cfg.local_steps, T=T, s=cfg.sampled_clients,
                    M=cfg.task_options.clients, n=n, b=n if cfg.batch_size == "full" else int(cfg.batch_size),
                    lr=cfg.client_lr(np.arange(T)), global_lr=cfg.global_lr, weight_decay=cfg.weight_decay,
                    constants=dict(constants), measured=measured)

@@ -7,6 +7,11 @@ No BatchNorm or dropout: the engine runs every model through ``torch.func.functi
 The papers' architectures (``stabkit.models``): ``fedavg_cnn`` (FedSAGD Table 5; FedSWA's code calls the same
 net "LeNet-5"), ``lenet5`` (LeCun's, with ReLU and max-pool), ``vgg11`` (no BN), ``resnet18_gn``
 (GroupNorm(2)) and ``char_lstm`` (the Shakespeare LSTM, on integer token inputs).
+
+Plug-in models (``stabkit.plugins``): a factory ``factory(task) -> nn.Module`` named by an import path
+``package.module:factory`` or an entry point of the group ``stabkit.models``. The same rules apply (no
+BatchNorm or dropout; outputs as above); a module the hand-written fast path does not cover runs on the
+generic ``torch.func`` path.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import math
 
 from torch import nn
 
+from stabkit import plugins
 from stabkit.errors import require
 from stabkit.models.catalogue import MODELS
 from stabkit.models.convnets import conv_pool_net, vgg11
@@ -56,7 +62,8 @@ def build_model(name: str, task: Task, hidden: int = 64) -> nn.Module:
     ``linear`` is for regression tasks only, the others for classification tasks only; ``char_lstm``
     needs integer token sequences of LEAF's 80-character alphabet.
     """
-    require(name in MODELS, "model", name, f"one of {', '.join(MODELS)}")
+    if name not in MODELS:
+        return _plugin_model(name, task)
     require(hidden >= 1, "hidden", hidden, "an integer >= 1")
     wanted = "regression" if name == "linear" else "classification"
     require(task.kind == wanted, "model", name,
@@ -76,3 +83,13 @@ def build_model(name: str, task: Task, hidden: int = 64) -> nn.Module:
                 f"{task.train_x[0].dtype} inputs of shape {task.input_shape}")
         return CharLSTM(VOCAB, classes)
     return _image_model(name, tuple(task.input_shape), classes)
+
+
+def _plugin_model(name: str, task: Task) -> nn.Module:
+    """``factory(task)`` of the plug-in model ``name``, checked to be an ``nn.Module`` with parameters."""
+    factory = plugins.resolve("model", name, MODELS, "package.module:factory")
+    require(callable(factory), "model", name, f"a factory task -> torch.nn.Module, not {factory!r}")
+    module = plugins.call("model", name, factory, task)
+    require(isinstance(module, nn.Module) and any(True for _ in module.parameters()), "model", name,
+            f"a factory returning a torch.nn.Module with parameters, but it returned {type(module).__name__}")
+    return module

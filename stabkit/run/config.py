@@ -47,14 +47,16 @@ CLIENT_MODE_HELP = (
 class RunConfig:
     """One paired experiment: algorithm, task, federation, optimisation and perturbation settings."""
 
-    algo: str = option("fedavg", "algorithm (see `stabkit algos`)")
+    algo: str = option("fedavg", "algorithm (see `stabkit algos`), or a plug-in's import path package.module:Class")
     hp: dict = field(default_factory=dict)  # algorithm hyperparameters as given (--hp NAME=VALUE)
     task: str = option("digits", "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), "
                        "quadratic (least squares with known L, μ, σ_g), npz (your own file, --npz-path), or a "
                        "paper data set from --data-dir: cifar10, cifar100, mnist, fashion_mnist, emnist_l, "
-                       "shakespeare, tinyimagenet")
+                       "shakespeare, tinyimagenet; or a plug-in builder package.module:build "
+                       "(TaskOptions -> stabkit.tasks.Task)")
     task_options: TaskOptions = field(default_factory=TaskOptions)
-    model: Optional[str] = option(None, "see `stabkit models` (default: the task's)")
+    model: Optional[str] = option(None, "see `stabkit models` (default: the task's), or a plug-in factory "
+                                  "package.module:factory (task -> torch.nn.Module)")
     hidden: int = option(64, "hidden width of the MLP")
     perturb: str = option("client", "what differs between the runs: client, sample (one training sample "
                           "replaced by a fresh draw from its client's distribution) or none (null pair)")

@@ -2,21 +2,25 @@
 the run directory.
 
 Validation (config, task, model, algorithm hyperparameters, init file, output directory) all happens
-before anything is written; a directory that already holds a run is refused unless ``overwrite``.
+before anything is written; a directory that already holds a run is refused unless ``overwrite``. A run's
+client counts come from its task (a user's ready-made ``Task`` may have any number of clients), and
+``config.json`` records the task and model actually used.
 Metrics are appended every few rounds (``stabkit.run.metricslog``); every ``checkpoint_every`` rounds and
 after the last one the whole state is checkpointed (``stabkit.run.checkpoint``), so a killed, interrupted
 or finished run continues with ``resume_pair`` (also to more rounds) and writes the same bytes as an
 uninterrupted run. A diverging run (NaN/inf, or a parameter norm or loss above ``OVERFLOW``) stops at the
 round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far; Ctrl-C during the
-constants' estimation keeps the complete rounds and a summary saying the constants were skipped. Time spent training, evaluating, checkpointing and estimating
-constants is recorded in ``summary.json``.
+constants' estimation keeps the complete rounds and a summary saying the constants were skipped. Time
+spent training, evaluating, checkpointing and estimating constants is recorded in ``summary.json``.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
 import platform
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -25,8 +29,9 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
-from stabkit import __version__
+from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.run.config import RunConfig
@@ -49,7 +54,7 @@ from stabkit.run.runstore import atomic_write_json, prepare_run_dir
 from stabkit.run.saved_models import parse_save_spec, save_models
 from stabkit.run.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
-from stabkit.tasks.base import Task
+from stabkit.tasks.base import Task, check_task
 
 FLUSH_EVERY = 10  # rounds between atomic metric flushes
 # A run counts as diverged once a parameter vector's norm or a loss exceeds this (or is NaN/inf): far beyond
@@ -59,7 +64,9 @@ OVERFLOW = 1e12
 
 def default_out_dir(cfg: RunConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{cfg.algo}-{cfg.perturb}-{cfg.task}-{stamp}"
+    name = f"{cfg.algo}-{cfg.perturb}-{cfg.task}-{stamp}"
+    return Path("runs") / re.sub(r"[^A-Za-z0-9_.+-]", "_", name)  # import paths hold ':'
+
 
 
 def resolve_device(name: str) -> torch.device:
@@ -85,13 +92,11 @@ def build_checked_task(cfg: RunConfig) -> Task:
     return build_task(cfg.task, cfg.task_options)
 
 
-def check_run(cfg: RunConfig, task: Task):
+def check_run(cfg: RunConfig, task: Task, make_module: Callable):
     """Everything about ``cfg`` on ``task`` that can be checked before a tensor is allocated: the algorithm and
     its hyperparameters, model/task compatibility, batch size against the clients' data, the device and the
-    memory the run needs. Returns ``(algorithm, module factory, device)``."""
+    memory the run needs. Returns ``(algorithm, device)``."""
     algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
-    model_name = cfg.model or task.default_model
-    make_module = lambda: build_model(model_name, task, hidden=cfg.hidden)
     with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
         d = sum(p.numel() for p in make_module().parameters())
     require(cfg.augment == "none" or len(task.input_shape) == 3, "augment", cfg.augment,
@@ -106,17 +111,27 @@ def check_run(cfg: RunConfig, task: Task):
     needed, largest_part = run_bytes(cfg, task, d, algo, torch.finfo(getattr(torch, cfg.dtype)).bits // 8)
     require_memory(needed, f"this run (largest part: {largest_part})",
                    "use fewer --pairs, --clients or clients per round, or a smaller model", device)
-    return algo, make_module, device
+    return algo, device
 
 
 class PairedRun:
     """A fully built, validated paired experiment (nothing written yet)."""
 
-    def __init__(self, cfg: RunConfig, task: Optional[Task] = None):
-        """``task``: a ready-made :class:`Task` (Python API) instead of building ``cfg.task``. The evaluation
-        schedule left open in ``cfg`` is chosen from the data size (``self.cfg`` holds the choice)."""
+    def __init__(self, cfg: RunConfig, task: Optional[Task] = None, model=None):
+        """``task``: a ready-made :class:`Task` instead of building ``cfg.task``; ``model``: a factory
+        ``task -> nn.Module`` or an ``nn.Module`` (every pair starts from its parameters under the default
+        init) instead of building ``cfg.model``. ``self.cfg`` is ``cfg`` with the client counts taken
+        from the task, the task's and model's names as ``config.json`` records them, and the evaluation
+        schedule left open in ``cfg`` chosen from the data size."""
+        if task is not None:
+            check_task(task, getattr(task, "name", type(task).__name__))
+            cfg = cfg.replace(task=task.name)
         self.task = task if task is not None else build_checked_task(cfg)
-        self.algo, make_module, self.device = check_run(cfg, self.task)
+        cfg = cfg.replace(task_options=dataclasses.replace(
+            cfg.task_options, clients=self.task.num_train_clients, heldout_clients=self.task.num_heldout_clients))
+        make_module, model_label = _module_maker(cfg, self.task, model)
+        self.cfg = cfg = cfg if model is None else cfg.replace(model=model_label)
+        self.algo, self.device = check_run(cfg, self.task, make_module)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
         self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
@@ -365,17 +380,39 @@ class PairedRun:
         self.times["checkpoint_s"] += time.perf_counter() - start
 
 
+def _module_maker(cfg: RunConfig, task: Task, model) -> tuple:
+    """``(make_module, label)``: a function building a fresh module for the run, and the name config.json
+    records (a built-in name, an import path, or a description of a module passed from Python)."""
+    if model is None:
+        name = cfg.model or task.default_model
+        return (lambda: build_model(name, task, hidden=cfg.hidden)), name
+    if isinstance(model, nn.Module):
+        label = f"instance of {plugins.import_path_of(type(model)) or type(model).__name__}"
+        return (lambda: copy.deepcopy(model)), label
+    if callable(model):
+        label = plugins.import_path_of(model) or getattr(model, "__name__", repr(model))
+
+        def make():
+            module = plugins.call("model", label, model, task)
+            require(isinstance(module, nn.Module), "model", label,
+                    f"a factory returning a torch.nn.Module, but it returned {type(module).__name__}")
+            return module
+
+        return make, label
+    raise ConfigError(f"invalid model={model!r}: a factory task -> torch.nn.Module, or an nn.Module")
+
+
 def versions() -> dict:
     return {"stabkit": __version__, "torch": torch.__version__, "numpy": np.__version__,
             "python": platform.python_version()}
 
 
 def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None,
-             overwrite: bool = False, label: Optional[str] = None) -> dict:
+             overwrite: bool = False, label: Optional[str] = None, model=None) -> dict:
     """Build and run a paired experiment; write it to ``out`` (default ``runs/<algo>-<perturb>-<task>-<time>``;
-    a directory that holds a run is refused unless ``overwrite``)."""
-    run = PairedRun(cfg, task)
-    return run.run(Path(out) if out is not None else default_out_dir(cfg), progress, overwrite, label)
+    a directory that holds a run is refused unless ``overwrite``). ``task`` and ``model`` as for :class:`PairedRun`."""
+    run = PairedRun(cfg, task, model)
+    return run.run(Path(out) if out is not None else default_out_dir(run.cfg), progress, overwrite, label)
 
 
 def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:

@@ -6,13 +6,23 @@ with :func:`register`. Bounds on the global discrepancy are evaluated as per-rou
 constants (Θ_t, ||v_t||) just work; closed forms are attached where they exist so tests can check that
 both agree. Every bound carries its validity conditions: a bound whose conditions fail is reported as
 such (``Bound.valid`` is False and ``failed`` names them), never silently drawn as if it held.
+
+Users register bounds for their own algorithms the same way: ``@register("myalgo", name="mine.theorem")``
+in a module that is imported when the algorithm is (e.g. the algorithm's own module), or in a module
+(or a decorated function) named by an entry point of the group ``stabkit.bounds``; an entry point naming
+an undecorated function registers it for the algorithm called like the entry point. ``bounds_for``
+loads the installed entry points on first use.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
+
+from stabkit import plugins
+from stabkit.errors import ConfigError
 
 # Canonical names of the constants a Setting may carry (estimators in stabkit.run.constants):
 CONSTANTS = {
@@ -132,22 +142,50 @@ def iterate(a, b, d0: float = 0.0) -> np.ndarray:
 
 
 _REGISTRY: dict = {}  # algo -> list of (name, fn)
+_ENTRY_POINTS_LOADED = False
 
 
 def register(*algos: str, name: str) -> Callable:
-    """Decorator: ``fn(setting) -> Bound | list[Bound]`` applies to runs of ``algos``."""
+    """Decorator: ``fn(setting) -> Bound | list[Bound]`` applies to runs of ``algos`` (their ``--algo``
+    names, or for a plug-in its class's ``name``). A function that cannot be called with exactly one
+    setting is a one-line ConfigError naming it."""
 
     def deco(fn):
+        _check_signature(fn, name)
         for algo in algos:
-            _REGISTRY.setdefault(algo, []).append((name, fn))
+            if (name, fn) not in _REGISTRY.get(algo, []):
+                _REGISTRY.setdefault(algo, []).append((name, fn))
+        fn.stabkit_bound = name
         return fn
 
     return deco
 
 
+def _check_signature(fn, name: str) -> None:
+    try:
+        inspect.signature(fn).bind(object())
+    except (TypeError, ValueError):
+        where = plugins.import_path_of(fn) or repr(fn)
+        raise ConfigError(f"invalid bound={name!r} ({where}): must be a function f(setting) -> Bound or "
+                          f"list of Bound taking exactly one argument") from None
+
+
+def load_installed() -> None:
+    """Import the bounds installed under the entry-point group ``stabkit.bounds`` (once)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    for ep_name in plugins.installed("bound"):
+        obj = plugins.load("bound", ep_name)
+        if callable(obj) and not hasattr(obj, "stabkit_bound"):
+            register(ep_name, name=f"{ep_name}.{getattr(obj, '__name__', 'bound')}")(obj)
+    _ENTRY_POINTS_LOADED = True
+
+
 def bounds_for(setting: Setting) -> list:
     """Every registered bound for the setting's algorithm; bounds missing a constant are skipped and
     listed in the returned bounds' ``note`` of a placeholder with ``conditions={'constants available': False}``."""
+    load_installed()
     out = []
     for name, fn in _REGISTRY.get(setting.algo, []):
         try:
@@ -159,7 +197,15 @@ def bounds_for(setting: Setting) -> list:
             out.append(Bound(name, setting.algo, "disc", "unavailable", "", nan,
                              conditions={"constants available": False}, note=str(missing)))
             continue
-        out.extend(result if isinstance(result, list) else [result])
+        except Exception as e:
+            raise ConfigError(f"invalid bound={name!r} ({plugins.import_path_of(fn) or fn!r}): evaluating it "
+                              f"raised {plugins.describe_error(e)}") from None
+        result = result if isinstance(result, list) else [result]
+        wrong = [type(b).__name__ for b in result if not isinstance(b, Bound)]
+        if wrong:
+            raise ConfigError(f"invalid bound={name!r} ({plugins.import_path_of(fn) or fn!r}): returned "
+                              f"{wrong[0]}, expected a Bound or a list of Bound")
+        out.extend(result)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Assertions about discrepancy curves for users' own pytest suites.
+"""Growth assertions: what a discrepancy curve does over rounds, for users' own pytest suites.
 
 Each takes a run directory, a ``load_run`` DataFrame, or an array [pairs, T+1] (one curve [T+1] is one
 pair) over rounds 0..T, and raises ``AssertionError`` with the measured numbers, which condition failed

@@ -1,0 +1,1 @@
+"""stabkit-fedyogi: an example stabkit plug-in (algorithm, model factory, stability bound)."""

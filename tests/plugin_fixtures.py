@@ -1,0 +1,73 @@
+"""Plug-ins for tests/test_plugins.py, named by import path ``tests.plugin_fixtures:NAME``: a user task with
+six training clients, model factories (one raising), bounds, and two deliberately broken algorithms."""
+import numpy as np
+import torch
+from torch import nn
+
+from stabkit.algorithms import Algorithm
+from stabkit.analysis.bounds import Bound, iterate
+from stabkit.tasks import Task
+
+
+def six_clients(opts) -> Task:
+    """A user's task: 6 training + 2 held-out clients of a 3-class problem, whatever opts.clients says."""
+    rng = np.random.default_rng(opts.seed)
+    w = rng.normal(size=(5, 3))
+    xs = [rng.normal(loc=i / 4, size=(24, 5)).astype(np.float32) for i in range(8)]
+    ys = [np.argmax(x @ w, axis=1).astype(np.int64) for x in xs]
+    return Task(name="six", kind="classification", num_classes=3, input_shape=(5,),
+                train_x=[x[:20] for x in xs], train_y=[y[:20] for y in ys], val_x=[x[20:] for x in xs],
+                val_y=[y[20:] for y in ys], test_x=np.concatenate(xs)[::4], test_y=np.concatenate(ys)[::4],
+                num_train_clients=6, default_model="mlp")
+
+
+def not_a_task(opts):
+    return {"x": [1, 2, 3]}
+
+
+def raising_factory(task):
+    raise RuntimeError("no GPU kernels for this layer")
+
+
+def plain_bound(st):
+    """An undecorated bound an entry point registers for the algorithm named like the entry point."""
+    return Bound("plain", st.algo, "disc", "test", "tests", iterate(1.0, np.full(st.T, 1e3)))
+
+
+def two_argument_bound(st, extra):
+    return plain_bound(st)
+
+
+class Asymmetric(Algorithm):
+    """Breaks the null pair: trajectory B's server step moves by an extra 1e-3."""
+
+    name = "asymmetric"
+
+    def server_update(self, ctx, means):
+        x, state = super().server_update(ctx, means)
+        return x + 1e-3 * torch.arange(2, dtype=x.dtype)[None, :, None], state
+
+
+class Unseeded(Algorithm):
+    """Not deterministic: noise from the global torch generator, which no seed of the run controls."""
+
+    name = "unseeded"
+
+    def server_update(self, ctx, means):
+        x, state = super().server_update(ctx, means)
+        return x + 1e-3 * torch.randn(x.shape[-1], dtype=x.dtype), state
+
+
+class Tanh(nn.Module):
+    """A user module the hand-written fast path does not know."""
+
+    def __init__(self, d, classes):
+        super().__init__()
+        self.a, self.b = nn.Linear(d, 16), nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x.flatten(1))))
+
+
+def tanh_net(task):
+    return Tanh(int(np.prod(task.input_shape)), task.num_classes)
