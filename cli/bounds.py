@@ -4,11 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import numpy as np
-import pandas as pd
 
 from stabkit.errors import ConfigError
-from stabkit.run.runstore import prepare_run_dir, strict_json
 
 FORMATS = ("table", "csv", "json")
 
@@ -95,9 +92,11 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
-    from stabkit.analysis.run_analysis import analyze  # imported on use: scipy and the bound registry are slow to import
+    import pandas as pd  # imported on use, as the analysis below: `stabkit --help` does not pay for them
 
     from stabkit.analysis.labels import distinct_labels
+    from stabkit.analysis.run_analysis import analyze
+    from stabkit.run.runstore import prepare_run_dir, strict_json
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
     target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))

@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from stabkit.errors import ConfigError
-from stabkit.run.runstore import atomic_write_json
 
 
 @click.command()
@@ -32,6 +31,7 @@ from stabkit.run.runstore import atomic_write_json
 def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
+    from stabkit.run.runstore import atomic_write_json
 
     settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
                                  orthogonalise=orthogonalise, fraction=fraction, plane=not no_plane)

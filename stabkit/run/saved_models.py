@@ -19,8 +19,6 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from stabkit.errors import ConfigError
 
 TRAJECTORIES = ("a", "b")
@@ -58,6 +56,7 @@ def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
 def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> None:
     """Save ``x [R, 2, d]`` (flat parameters of both trajectories of every pair) as state dicts keyed by
     the module's parameter ``names`` with their ``shapes`` (``FlatModel.names`` / ``FlatModel.shapes``)."""
+    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     numels = [int(torch.Size(s).numel()) for s in shapes]
     R = x.shape[0]
     for r in range(R):
@@ -79,6 +78,7 @@ def saved_rounds(run_dir) -> list:
 def load_models(run_dir, t: int) -> list:
     """``[[state_a, state_b], ...]`` (one entry per pair) saved after round ``t``; a round that was not
     saved is a :class:`ConfigError` naming the rounds that were."""
+    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     rounds = saved_rounds(run_dir)
     if t not in rounds:
         have = ", ".join(map(str, rounds)) if rounds else "none (run with --save-models)"
@@ -92,6 +92,7 @@ def load_models(run_dir, t: int) -> list:
 
 def load_flat(run_dir, t: int) -> torch.Tensor:
     """The saved models of round ``t`` as flat parameters ``[R, 2, d]`` (parameter order as saved)."""
+    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     pairs = load_models(run_dir, t)
     return torch.stack([torch.stack([torch.cat([v.reshape(-1) for v in sd.values()]) for sd in pair])
                         for pair in pairs])
@@ -100,6 +101,7 @@ def load_flat(run_dir, t: int) -> torch.Tensor:
 def atomic_save(path: Path, obj) -> None:
     """``torch.save`` to a temporary sibling, fsync, rename: readers and a killed run see the old file or
     the new one, never a torn one."""
+    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
