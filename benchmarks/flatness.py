@@ -65,7 +65,7 @@ def surface_case(points: int, samples: int) -> dict:
     per = samples // clients
     task = image_task(clients, per, (3, 32, 32))
     cfg = RunConfig(task="synthetic", model="fedavg_cnn", pairs=1, clients_per_round=4, local_steps=2,
-                    batch_size=50, lr=0.05, constants=False, local_rounds=(), perturb="none",
+                    batch_size=min(50, per // 2), lr=0.05, constants=False, local_rounds=(), perturb="none",
                     task_options=TaskOptions(clients=clients, heldout_clients=6, samples_per_client=per))
     run = trained(cfg, task, rounds=2)
     obj = training_objective(run).select([0])

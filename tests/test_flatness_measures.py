@@ -23,7 +23,7 @@ def quadratic_run(pairs=1):
 
 def mlp_run():
     return PairedRun(RunConfig(task="synthetic", model="mlp", hidden=4, dtype="float64", pairs=1, rounds=1,
-                               task_options=TaskOptions(dim=5, classes=3, clients=4, heldout_clients=2,
+                               batch_size=8, task_options=TaskOptions(dim=5, classes=3, clients=4, heldout_clients=2,
                                                         samples_per_client=12)))
 
 

@@ -8,7 +8,7 @@ from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun
 from tests.helpers import cli
 
-QUAD = dict(task="quadratic", pairs=2, rounds=4, local_steps=3, constants=False,
+QUAD = dict(task="quadratic", pairs=2, rounds=4, local_steps=3, batch_size=8, constants=False,
             task_options=TaskOptions(quad_dim=6, quad_condition=5, clients=6, heldout_clients=2, samples_per_client=12))
 
 

@@ -51,19 +51,29 @@ def test_ctrl_c_during_constants_leaves_a_summary_saying_so(tmp_path, capsys, mo
 
 
 def _full_disk_on(monkeypatch, name, after=0):
-    """Make the (after+1)-th atomic write of a file called ``name`` fail with ENOSPC."""
+    """Make the (after+1)-th write of a file called ``name`` fail with ENOSPC: an atomic rewrite (rename of
+    the temporary file) or an append (``os.write`` to it; metrics.csv grows by appends)."""
+    import stabkit.run.metricslog as metricslog
     import stabkit.run.runstore as runstore
 
-    real, seen = runstore.os.replace, []
+    real_replace, real_write, seen = runstore.os.replace, metricslog.os.write, []
 
-    def replace(src, dst):
-        if os.path.basename(dst) == name:
-            seen.append(dst)
+    def fail(target):
+        if os.path.basename(target) == name:
+            seen.append(target)
             if len(seen) > after:
                 raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst)
+
+    def replace(src, dst):
+        fail(dst)
+        return real_replace(src, dst)
+
+    def write(fd, data):
+        fail(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_write(fd, data)
 
     monkeypatch.setattr(runstore.os, "replace", replace)
+    monkeypatch.setattr(metricslog.os, "write", write)
 
 
 def test_full_disk_during_pair_is_one_line_and_keeps_the_log(tmp_path, capsys, monkeypatch):

@@ -34,7 +34,7 @@ def _pair(tmp_path, capsys, *extra):
     out = tmp_path / "r"
     code, _, err = cli(["pair", "--preset", "fedinit-cifar10", "--task", "digits", "--model", "mlp", "--rounds", "1",
                         "--clients", "8", "--clients-per-round", "2", "--local-steps", "1", "--batch-size", "4",
-                        "--pairs", "1", "--no-constants", "--quiet", "--out", str(out), *extra], capsys)
+                        "--pairs", "1", "--no-constants", "--quiet", "--out", str(out), "--overwrite", *extra], capsys)
     assert code == 0, err
     return load_run(out).attrs["config"]
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from stabkit.run.runstore import prepare_run_dir  # noqa: E402
+from stabkit.run.runstore import prepare_dir  # noqa: E402
 
 STYLE = dict(style="whitegrid", context="paper", font_scale=1.1)
 
@@ -229,7 +229,7 @@ def _fmt(v) -> str:
 
 def plot_all(analyses, out: Path, log: bool = False) -> list:
     """Every figure for ``analyses``; returns the written paths (``out`` not writable: one-line ConfigError)."""
-    out = prepare_run_dir(out)
+    out = prepare_dir(out)
     paths = plot_discrepancy(analyses, out, log) + plot_local(analyses, out) + plot_gap(analyses, out)
     paths += plot_libra(analyses, out) + plot_fit_table([a.summary_row() for a in analyses], out)
     return paths

@@ -87,7 +87,8 @@ class Analysis:
     label: str = ""  # the legend label (``stabkit.analysis.labels``); default: config.json's label or the algorithm
 
     def __post_init__(self):
-        self.label = self.label or self.df.attrs["config"].get("label") or self.setting.algo
+        config = self.df.attrs.get("config", {}) if self.df is not None else {}
+        self.label = self.label or config.get("label") or self.setting.algo
 
     def curves(self) -> np.ndarray:
         """Discrepancy ``[pairs, T + 1]``."""

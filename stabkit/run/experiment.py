@@ -92,10 +92,12 @@ def build_checked_task(cfg: RunConfig) -> Task:
     return build_task(cfg.task, cfg.task_options)
 
 
-def check_run(cfg: RunConfig, task: Task, make_module: Callable):
+def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None):
     """Everything about ``cfg`` on ``task`` that can be checked before a tensor is allocated: the algorithm and
     its hyperparameters, model/task compatibility, batch size against the clients' data, the device and the
-    memory the run needs. Returns ``(algorithm, device)``."""
+    memory the run needs. ``make_module``: the run's module factory (default: ``cfg.model`` built for
+    ``task``). Returns ``(algorithm, device)``."""
+    make_module = make_module or _module_maker(cfg, task, None)[0]
     algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
     with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
         d = sum(p.numel() for p in make_module().parameters())
@@ -259,6 +261,7 @@ class PairedRun:
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
         self.t, self._initial_logged = t, True
         self.times.update(ck["times"])
+        (out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
         self._open(out, json.loads((out / "config.json").read_text()).get("label"))
         rec = RoundRecord(**ck["record"])
         if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stabkit.run.runstore import atomic_write_text
+from stabkit.run.runstore import atomic_write_text, raise_if_disk_full
 
 FLOAT_FORMAT = "%.10g"
 
@@ -52,9 +52,14 @@ class AppendLog:
         else:
             data = _csv(df.reindex(columns=self.columns), header=False).encode()
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            size = os.fstat(fd).st_size
             try:
                 os.write(fd, data)
                 os.fsync(fd)
+            except OSError as e:  # a partly written group is cut off again: the file ends with its last whole group
+                os.ftruncate(fd, size)
+                raise_if_disk_full(e, self.path, len(data))
+                raise
             finally:
                 os.close(fd)
         self.rows += len(df)

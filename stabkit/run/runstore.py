@@ -37,11 +37,16 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            free = shutil.disk_usage(path.parent).free if path.parent.is_dir() else 0
-            raise DiskFull(f"cannot write {str(path)!r}: no space left on the device ({len(text.encode())} bytes "
-                           f"needed, {free} free); the files written before are intact") from None
+        raise_if_disk_full(e, path, len(text.encode()))
         raise
+
+
+def raise_if_disk_full(e: BaseException, path: Path, nbytes: int) -> None:
+    """Turn a full-disk ``OSError`` while writing ``nbytes`` to ``path`` into the one-line ``DiskFull``."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = shutil.disk_usage(path.parent).free if path.parent.is_dir() else 0
+        raise DiskFull(f"cannot write {str(path)!r}: no space left on the device ({nbytes} bytes "
+                       f"needed, {free} free); the files written before are intact") from None
 
 
 def atomic_write_json(path: Path, obj) -> None:
@@ -103,15 +108,20 @@ def existing_run(path) -> str | None:
 
 
 def prepare_run_dir(path, overwrite: bool = False) -> Path:
-    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written. A directory that
-    already holds a run is an error naming how to resume or replace it; ``overwrite`` removes that run's
-    files (and only those) instead."""
+    """A run directory: ``prepare_dir``, after refusing a directory that already holds a run (the error names
+    how to resume or replace it); ``overwrite`` removes that run's files (and only those) instead."""
     path = Path(path)
     check_new_run_dir(path, overwrite)
     if overwrite:
         for f in RUN_FILES:
             (path / f).unlink(missing_ok=True)
         shutil.rmtree(path / "models", ignore_errors=True)
+    return prepare_dir(path)
+
+
+def prepare_dir(path) -> Path:
+    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written."""
+    path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe", delete=True)

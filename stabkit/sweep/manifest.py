@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from stabkit.errors import ConfigError
-from stabkit.run.config import RUN_FACTS
+from stabkit.run.config import CHOSEN_BY_RUN, RUN_FACTS
 from stabkit.run.runstore import atomic_write_json
 from stabkit.sweep.spec import SweepSpec, config_hash
 
@@ -109,7 +109,9 @@ def recover_jobs(root: Path, jobs: list) -> dict:
             summary = json.loads((d / "summary.json").read_text())
         except (OSError, ValueError):
             continue
-        if config_hash({k: v for k, v in config.items() if k not in RUN_FACTS}) != job.config_hash:
+        recorded = {k: v for k, v in config.items() if k not in RUN_FACTS}
+        recorded.update({k: None for k in CHOSEN_BY_RUN if job.config.get(k) is None})  # the run's own choice
+        if config_hash(recorded) != job.config_hash:
             continue
         error = None
         if summary.get("status") == "diverged":

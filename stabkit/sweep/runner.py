@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from stabkit.errors import ConfigError
 from stabkit.run.config import RunConfig
-from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_run_dir
+from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec
@@ -35,7 +35,7 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     jobs = spec.jobs()  # validates every job before anything is written
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
-    root = prepare_run_dir(out)
+    root = prepare_dir(out)
     with sweep_lock(root):
         return _drive(spec, jobs, root, executor, force, retry_failed, progress)
 
