@@ -152,13 +152,13 @@ def test_bound_entry_points_register_plain_functions_and_reject_wrong_signatures
     run_pair(RunConfig(rounds=3, pairs=2, constants=False), out=tmp_path / "r")
     installed = {"fedavg": EntryPoint("fedavg", "tests.plugin_fixtures:plain_bound", "stabkit.bounds")}
     monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: installed if kind == "bound" else {})
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
     monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
     report = ok_cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)
     row = next(line.split() for line in report.splitlines() if line.startswith("plain"))
     assert row[2:4] == ["test", "True"] and float(row[4]) == 3e3
     installed["fedavg"] = EntryPoint("fedavg", "tests.plugin_fixtures:two_argument_bound", "stabkit.bounds")
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
     code, _, err = cli(["bounds", str(tmp_path / "r")], capsys)
     assert code == 2 and err.count("\n") == 1
     assert "invalid bound='fedavg.two_argument_bound' (tests.plugin_fixtures:two_argument_bound)" in err
@@ -209,3 +209,22 @@ def test_task_and_model_entry_points(tmp_path, capsys, monkeypatch):
     assert (cfg["task"], cfg["model"], cfg["task_options"]["clients"]) == ("six", "tanh", 6)
     code, _, err = cli(["pair", "--task", "sixx", "--quiet"], capsys)
     assert code == 2 and "invalid task='sixx': one of digits," in err and ", six, or an import path" in err
+
+
+def test_bound_plugin_installed_while_the_process_runs_is_found(monkeypatch):
+    """The bound entry points are scanned on every use: a plug-in installed after a first analysis (as the
+    test session installs the example) still registers its bounds."""
+    from importlib.metadata import EntryPoint
+
+    import stabkit.analysis.bounds.base as bounds_base
+
+    installed = {}
+    monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: dict(installed) if kind == "bound" else {})
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
+    monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
+    bounds_base.load_installed()
+    assert "fedavg.plain_bound" not in [n for n, _ in bounds_base._REGISTRY.get("fedavg", [])]
+    installed["fedavg"] = EntryPoint("fedavg", "tests.plugin_fixtures:plain_bound", "stabkit.bounds")
+    bounds_base.load_installed()
+    bounds_base.load_installed()  # each entry point once
+    assert [n for n, _ in bounds_base._REGISTRY["fedavg"]].count("fedavg.plain_bound") == 1
