@@ -217,7 +217,9 @@ def test_bound_plugin_installed_while_the_process_runs_is_found(monkeypatch):
     from importlib.metadata import EntryPoint
 
     import stabkit.analysis.bounds.base as bounds_base
+    from tests import plugin_fixtures
 
+    monkeypatch.delattr(plugin_fixtures.plain_bound, "stabkit_bound", raising=False)  # as never registered before
     installed = {}
     monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: dict(installed) if kind == "bound" else {})
     monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
