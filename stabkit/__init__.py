@@ -6,7 +6,7 @@ Python API: ``RunConfig`` + ``run_pair`` run a paired experiment and write a run
 The names are imported on first use (PEP 562), so ``import stabkit.errors`` or a light command
 (``stabkit --help``, ``stabkit algos``) does not pay for torch and pandas.
 """
-import importlib
+from stabkit.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -16,13 +16,7 @@ _EXPORTS = {"RunConfig": "stabkit.run.config", "ConfigError": "stabkit.errors",
             "TaskOptions": "stabkit.tasks.options"}
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'stabkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
 
 
 def __dir__():

@@ -1,7 +1,7 @@
 """Sweeps: grids of paired runs (spec), their state (manifest), where they run (executors), the driver
 (runner) and the combined tables and figures (report). The names are imported on first use (PEP 562), so
 the CLI's start-up does not import torch through them."""
-import importlib
+from stabkit.lazy import lazy_getattr
 
 REPORT_FORMATS = ("csv", "parquet")  # tidy-table formats of ``stabkit report`` (stabkit.sweep.report)
 
@@ -10,10 +10,4 @@ _EXPORTS = {"make_executor": "stabkit.sweep.executors", "read_manifest": "stabki
             "load_spec": "stabkit.sweep.spec", "parse_spec": "stabkit.sweep.spec"}
 __all__ = ["REPORT_FORMATS", *sorted(_EXPORTS)]
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'stabkit.sweep' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _EXPORTS)
