@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.models.registry import build_model
 from stabkit.tasks.base import Task
 from stabkit.engine.threads import threads_for

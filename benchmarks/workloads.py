@@ -16,7 +16,7 @@ import numpy as np
 from stabkit import RunConfig
 from stabkit.tasks import build_task
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 
 @dataclass

@@ -96,7 +96,7 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
 
     from stabkit.analysis.labels import distinct_labels
     from stabkit.analysis.run_analysis import analyze
-    from stabkit.run.runstore import prepare_dir, strict_json
+    from stabkit.store.runstore import prepare_dir, strict_json
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
     target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))

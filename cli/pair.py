@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
-from stabkit.run.config import RunConfig, read_mapping
+from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.errors import ConfigError
-from stabkit.run.presets import preset_reading, preset_values
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.presets import preset_reading, preset_values
+from stabkit.config.taskoptions import TaskOptions
 
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
@@ -137,8 +137,8 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, 
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
-    from stabkit.run.runstore import check_new_run_dir, require_out
-    from stabkit.run.summary import format_summary
+    from stabkit.store.runstore import check_new_run_dir, require_out
+    from stabkit.store.summary import format_summary
 
     if resume_dir is not None:
         run, out_dir = _resumed(resume_dir, explicit, params,

@@ -2,7 +2,7 @@
 sources and, per algorithm, the readings of the authors' code the preset applies (and the spec item each follows)."""
 import click
 
-from stabkit.run.presets import PRESETS, preset_values
+from stabkit.config.presets import PRESETS, preset_values
 
 
 def _flags(values: dict) -> str:

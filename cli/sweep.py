@@ -101,7 +101,7 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_f
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
     if not spec and not axes:
         raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
-    from stabkit.run.runstore import require_out
+    from stabkit.store.runstore import require_out
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
 
     require_out(out)

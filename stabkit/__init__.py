@@ -10,10 +10,10 @@ from stabkit.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
-_EXPORTS = {"RunConfig": "stabkit.run.config", "ConfigError": "stabkit.errors",
+_EXPORTS = {"RunConfig": "stabkit.config.runconfig", "ConfigError": "stabkit.errors",
             "PairedRun": "stabkit.run.experiment", "run_pair": "stabkit.run.experiment",
-            "load_local": "stabkit.run.runstore", "load_run": "stabkit.run.runstore",
-            "TaskOptions": "stabkit.tasks.options"}
+            "load_local": "stabkit.store.runstore", "load_run": "stabkit.store.runstore",
+            "TaskOptions": "stabkit.config.taskoptions"}
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 __getattr__ = lazy_getattr(globals(), _EXPORTS)

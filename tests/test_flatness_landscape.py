@@ -9,7 +9,7 @@ import torch
 from stabkit import RunConfig, TaskOptions
 from stabkit.flatness.directions import filter_normalised
 from stabkit.run.experiment import PairedRun
-from stabkit.run.saved_models import save_models
+from stabkit.store.saved_models import save_models
 from tests.helpers import cli
 
 T = 3

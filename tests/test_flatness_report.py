@@ -2,7 +2,7 @@
 import pandas as pd
 
 from stabkit.flatness.claims import verdicts
-from stabkit.run.metricslog import FLOAT_FORMAT
+from stabkit.store.metricslog import FLOAT_FORMAT
 from stabkit.sweep import make_executor, parse_spec, run_sweep
 from stabkit.sweep.report import sweep_report
 

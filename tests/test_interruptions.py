@@ -53,8 +53,8 @@ def test_ctrl_c_during_constants_leaves_a_summary_saying_so(tmp_path, capsys, mo
 def _full_disk_on(monkeypatch, name, after=0):
     """Make the (after+1)-th write of a file called ``name`` fail with ENOSPC: an atomic rewrite (rename of
     the temporary file) or an append (``os.write`` to it; metrics.csv grows by appends)."""
-    import stabkit.run.metricslog as metricslog
-    import stabkit.run.runstore as runstore
+    import stabkit.store.metricslog as metricslog
+    import stabkit.store.runstore as runstore
 
     real_replace, real_write, seen = runstore.os.replace, metricslog.os.write, []
 

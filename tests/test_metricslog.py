@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from stabkit.run.metricslog import FLOAT_FORMAT, AppendLog, read_complete
+from stabkit.store.metricslog import FLOAT_FORMAT, AppendLog, read_complete
 
 
 def _round(t, evaluated, pairs=2):

@@ -4,7 +4,7 @@ import pytest
 
 from stabkit import RunConfig, load_run
 from stabkit.algorithms import build_algorithm
-from stabkit.run.presets import PRESETS, preset_reading, preset_values
+from stabkit.config.presets import PRESETS, preset_reading, preset_values
 from tests.helpers import cli
 
 READINGS = [(name, algo) for name, p in PRESETS.items() for algo in p.readings]

@@ -8,7 +8,7 @@ import pytest
 from stabkit import ConfigError, RunConfig, load_run
 from stabkit.analysis.bounds import bounds_for
 from stabkit.analysis.run_analysis import analyze, setting_from_run
-from stabkit.run.config import RUN_FACTS
+from stabkit.config.runconfig import RUN_FACTS
 from tests.helpers import K, LR, cli, grad, local_models, tiny_run
 
 

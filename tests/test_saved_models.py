@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from stabkit.errors import ConfigError
-from stabkit.run.saved_models import load_flat, load_models, model_path, save_models, saved_rounds
+from stabkit.store.saved_models import load_flat, load_models, model_path, save_models, saved_rounds
 
 
 def test_round_trip_into_module_and_flat(tmp_path):
@@ -64,7 +64,7 @@ def test_a_run_saves_models_that_reload_into_the_module_and_reproduce_its_logged
 @pytest.mark.parametrize("spec,wanted", [("none", []), ("final", [10]), ("every:4", [0, 4, 8, 10]),
                                          ("0,5", [0, 5])])
 def test_save_spec(spec, wanted):
-    from stabkit.run.saved_models import parse_save_spec
+    from stabkit.store.saved_models import parse_save_spec
     wants = parse_save_spec(spec, 10)
     assert [t for t in range(11) if wants(t)] == wanted
 

@@ -143,7 +143,7 @@ def test_runs_above_the_one_thread_threshold_are_deterministic(tmp_path):
     import numpy as np
 
     from stabkit.run.experiment import run_pair
-    from stabkit.run.runstore import load_run
+    from stabkit.store.runstore import load_run
     from stabkit.engine.threads import SMALL_OP_FLOPS
     cfg = RunConfig(model="cnn", rounds=4, constants=False, device="cpu")
     assert PairedRun(cfg).engine.step_flops >= SMALL_OP_FLOPS

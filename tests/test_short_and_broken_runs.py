@@ -97,7 +97,7 @@ def test_figure_and_report_directories_that_cannot_be_written(runs, tmp_path, ca
     blocker.write_text("x")
     code, out, err = cli(["bounds", str(runs["long"]), "--plot", "--out", str(blocker / "fig")], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Not a directory" in err
-    import stabkit.run.runstore as runstore
+    import stabkit.store.runstore as runstore
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system")

@@ -1,7 +1,7 @@
 """Landscape figures for the fedswa_flatness recipe (`make recipes` runs it after the sweeps).
 
 Trains FedAvg, FedSAM, FedSWA and FedMoSWA with the recipe's base configuration at its most heterogeneous
-Dirichlet level, saves the final global models (``stabkit.run.saved_models``) and draws them side by side
+Dirichlet level, saves the final global models (``stabkit.store.saved_models``) and draws them side by side
 with ``stabkit landscape --plot`` (same direction seed, shared colour levels); copies the PNGs to
 ``figures/recipes/fedswa_flatness/landscape/``.
 
@@ -11,9 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.run.experiment import PairedRun
-from stabkit.run.saved_models import save_models
+from stabkit.store.saved_models import save_models
 from stabkit.sweep import load_spec
 from stabkit_cli.main import main as stabkit
 

@@ -269,7 +269,7 @@ def curves_from(run, column: str = "disc") -> tuple[np.ndarray, np.ndarray]:
     An array is [pairs, T+1] (or one curve [T+1]) over rounds 0..T.
     """
     if isinstance(run, (str, Path)):
-        from stabkit.run.runstore import load_run
+        from stabkit.store.runstore import load_run
         run = load_run(run)
     if isinstance(run, pd.DataFrame):
         wide = run.pivot(index="pair", columns="round", values=column)

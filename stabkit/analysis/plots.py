@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from stabkit.run.runstore import prepare_dir  # noqa: E402
+from stabkit.store.runstore import prepare_dir  # noqa: E402
 
 STYLE = dict(style="whitegrid", context="paper", font_scale=1.1)
 

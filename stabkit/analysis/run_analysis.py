@@ -21,8 +21,8 @@ from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
 from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
-from stabkit.run.config import RunConfig
-from stabkit.run.runstore import load_run, read_json
+from stabkit.config.runconfig import RunConfig
+from stabkit.store.runstore import load_run, read_json
 
 
 def _per_round(df: pd.DataFrame, column: str, how: str = "mean") -> np.ndarray:

@@ -27,7 +27,7 @@ import torch
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
 from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours, active_swap

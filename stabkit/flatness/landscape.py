@@ -29,8 +29,8 @@ from stabkit.errors import ConfigError, require
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
-from stabkit.run.config import RunConfig
-from stabkit.run.saved_models import load_flat, saved_rounds
+from stabkit.config.runconfig import RunConfig
+from stabkit.store.saved_models import load_flat, saved_rounds
 
 TRAJECTORIES = ("a", "b")
 

@@ -18,7 +18,7 @@ import torch
 
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import client_objective, training_objective
-from stabkit.run.runstore import atomic_write_csv, atomic_write_json
+from stabkit.store.runstore import atomic_write_csv, atomic_write_json
 
 TRAJ = ("a", "b")
 

@@ -12,8 +12,8 @@ from stabkit.flatness.landscape import chosen_round, load_run_config
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
 from stabkit.flatness.runlog import TRAJ, objective_note
-from stabkit.run.runstore import atomic_write_csv, atomic_write_json
-from stabkit.run.saved_models import load_flat
+from stabkit.store.runstore import atomic_write_csv, atomic_write_json
+from stabkit.store.saved_models import load_flat
 
 
 def measure_saved(run_dir, round_, settings: SharpnessSettings, out: Path | None = None) -> tuple:

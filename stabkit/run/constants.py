@@ -27,7 +27,7 @@ import torch
 from stabkit.engine.data import FederatedData
 from stabkit.engine.evalsubset import keep_per_owner
 from stabkit.engine.flatmodel import FlatModel
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 
 POWER_ITERATIONS = 50
 POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)

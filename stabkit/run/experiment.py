@@ -5,8 +5,8 @@ Validation (config, task, model, algorithm hyperparameters, init file, output di
 before anything is written; a directory that already holds a run is refused unless ``overwrite``. A run's
 client counts come from its task (a user's ready-made ``Task`` may have any number of clients), and
 ``config.json`` records the task and model actually used.
-Metrics are appended every few rounds (``stabkit.run.metricslog``); every ``checkpoint_every`` rounds and
-after the last one the whole state is checkpointed (``stabkit.run.checkpoint``), so a killed, interrupted
+Metrics are appended every few rounds (``stabkit.store.metricslog``); every ``checkpoint_every`` rounds and
+after the last one the whole state is checkpointed (``stabkit.store.checkpoint``), so a killed, interrupted
 or finished run continues with ``resume_pair`` (also to more rounds) and writes the same bytes as an
 uninterrupted run. A diverging run (NaN/inf, or a parameter norm or loss above ``OVERFLOW``) stops at the
 round it happened, and an interrupted one (Ctrl-C) keeps everything logged so far; Ctrl-C during the
@@ -34,7 +34,7 @@ from torch import nn
 from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import PairedEngine, RoundRecord
@@ -47,12 +47,12 @@ from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
-from stabkit.run.checkpoint import load_checkpoint, save_checkpoint
+from stabkit.store.checkpoint import load_checkpoint, save_checkpoint
 from stabkit.run.evalbudget import plan_evaluation
-from stabkit.run.metricslog import AppendLog
-from stabkit.run.runstore import atomic_write_json, prepare_run_dir
-from stabkit.run.saved_models import parse_save_spec, save_models
-from stabkit.run.summary import summarize
+from stabkit.store.metricslog import AppendLog
+from stabkit.store.runstore import atomic_write_json, prepare_run_dir
+from stabkit.store.saved_models import parse_save_spec, save_models
+from stabkit.store.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task, check_task
 
@@ -326,7 +326,7 @@ class PairedRun:
         return self._finish(out, status, diverged_round, done, snapshots)
 
     def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
-        from stabkit.run.runstore import load_run
+        from stabkit.store.runstore import load_run
         df = load_run(out)
         times = {**self.times, "constants_s": 0.0}
         interrupted = self.interrupted

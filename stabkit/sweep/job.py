@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from stabkit.run.checkpoint import NAME as CHECKPOINT
+from stabkit.store.checkpoint import NAME as CHECKPOINT
 
 JOB_THREADS = 1
 
@@ -22,7 +22,7 @@ JOB_THREADS = 1
 def execute_job(config: dict) -> dict:
     """Run one paired run; return ``{"files", "summary", "error", "wall_s"}`` (error None if completed)."""
     from stabkit.errors import DiskFull
-    from stabkit.run.config import RunConfig
+    from stabkit.config.runconfig import RunConfig
     from stabkit.run.experiment import run_pair
 
     threads = torch.get_num_threads()

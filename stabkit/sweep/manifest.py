@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from stabkit.errors import ConfigError
-from stabkit.run.config import CHOSEN_BY_RUN, RUN_FACTS
-from stabkit.run.runstore import atomic_write_json
+from stabkit.config.runconfig import CHOSEN_BY_RUN, RUN_FACTS
+from stabkit.store.runstore import atomic_write_json
 from stabkit.sweep.spec import SweepSpec, config_hash
 
 MANIFEST = "manifest.json"

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.errors import ConfigError
-from stabkit.run.config import RunConfig
-from stabkit.run.runstore import atomic_write_json, atomic_write_text, prepare_dir
+from stabkit.config.runconfig import RunConfig
+from stabkit.store.runstore import atomic_write_json, atomic_write_text, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec

@@ -25,9 +25,9 @@ from pathlib import Path
 
 
 from stabkit.algorithms import build_algorithm
-from stabkit.run.config import RunConfig, read_mapping
+from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.errors import ConfigError, require
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 SPEC_KEYS = ("name", "base", "product", "zip")
 HP_PREFIX = "hp."

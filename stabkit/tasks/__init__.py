@@ -16,7 +16,7 @@ from stabkit.tasks.digits import build_digits
 from stabkit.tasks.idx import build_emnist_l, build_fashion_mnist, build_mnist
 from stabkit.tasks.leaf import build_shakespeare
 from stabkit.tasks.npz import build_npz
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks import quadratic, synthetic
 from stabkit.tasks.quadratic import build_quadratic
 from stabkit.tasks.synthetic import build_synthetic

@@ -16,7 +16,7 @@ import numpy as np
 
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, locate, malformed
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.pooled import partitioned_task, standardise
 
 FORMAT = "a CIFAR python-version pickle batch (dict with b'data' uint8 [N, 3072] and b'{label}' [N])"

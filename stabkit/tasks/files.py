@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stabkit.errors import ConfigError, require
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 
 def data_dir(opts: TaskOptions, task: str) -> Path:

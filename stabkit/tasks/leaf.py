@@ -20,7 +20,7 @@ from stabkit.errors import require
 from stabkit.tasks.partition import split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, malformed
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 ALPHABET = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 TRAIN_CAP, TEST_CAP = 2000, 400

@@ -22,7 +22,7 @@ import numpy as np
 from stabkit.errors import ConfigError, require
 from stabkit.tasks.partition import split_off
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 EXPECTED = "expected arrays x [N,...], y [N], client [N], optional x_test, y_test"
 

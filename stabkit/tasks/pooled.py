@@ -12,7 +12,7 @@ import numpy as np
 from stabkit.errors import ConfigError
 from stabkit.tasks.partition import partition, split_off
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 
 def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, test_x: np.ndarray,

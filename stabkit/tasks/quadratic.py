@@ -15,7 +15,7 @@ import numpy as np
 
 from stabkit.errors import require
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 
 def _hessian_root(dim: int, condition: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 
 def _client_data(opts: TaskOptions, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

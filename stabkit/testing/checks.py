@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from stabkit import plugins
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.run.experiment import PairedRun
 
 RUN = dict(rounds=4, pairs=2, local_steps=3, weight_decay=1e-3, eval_every=4)

@@ -20,10 +20,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from stabkit import plugins
-from stabkit.run.config import RunConfig
+from stabkit.config.runconfig import RunConfig
 from stabkit.run.experiment import PairedRun
 from stabkit.tasks.base import Task
-from stabkit.tasks.options import TaskOptions
+from stabkit.config.taskoptions import TaskOptions
 
 LR, K = 0.1, 2  # client lr and local steps of every tiny run
 

@@ -18,11 +18,11 @@ from typing import Optional, Union
 import yaml
 
 from stabkit.errors import ConfigError, require
-from stabkit.run.saved_models import SAVE_SPEC_HELP, parse_save_spec
-from stabkit.tasks.options import SEED_LIMIT, TaskOptions, option
-from stabkit.typecheck import check_field_types
+from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
+from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions, option
+from stabkit.config.fields import check_field_types
 
-CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.run.checkpoint)
+CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from stabkit.errors import require
 from stabkit.tasks.partition import SCHEMES
-from stabkit.typecheck import check_field_types
+from stabkit.config.fields import check_field_types
 
 SEED_LIMIT = 2 ** 64  # seeds are hashed as 64-bit words (stabkit.engine.rng)
 

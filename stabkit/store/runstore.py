@@ -3,7 +3,7 @@
 
 Every file is written to a temporary sibling and moved into place with ``os.replace``, so a reader (or
 an interrupted run) never sees a half-written file; the metric logs grow by appended row groups that
-readers see whole (``stabkit.run.metricslog``). A directory that holds a run is never silently
+readers see whole (``stabkit.store.metricslog``). A directory that holds a run is never silently
 overwritten. ``load_run`` returns the per-round metrics as a pandas DataFrame with the run's config and
 summary in ``df.attrs``.
 """
@@ -154,7 +154,7 @@ def load_run(path) -> pd.DataFrame:
                           f"or a full disk?); delete that line to analyse the rounds before it")
     attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
              if (path / f"{name}.json").is_file()}
-    from stabkit.run.metricslog import read_complete  # metricslog writes through this module
+    from stabkit.store.metricslog import read_complete  # metricslog writes through this module
     try:  # a run being written: only its whole row groups
         df = read_complete(metrics, attrs.get("config", {}).get("pairs"))
     except (ValueError, pd.errors.ParserError) as e:
@@ -183,5 +183,5 @@ def _first_line(e: Exception) -> str:
 
 def load_local(path) -> pd.DataFrame:
     """Local-discrepancy rows (round, pair, k, l1_a, l1_b, l2, l3) of a run."""
-    from stabkit.run.metricslog import read_complete
+    from stabkit.store.metricslog import read_complete
     return read_complete(Path(path) / "local.csv")
