@@ -29,8 +29,8 @@ from stabkit.engine.paired import PairedEngine  # noqa: E402
 from stabkit.fixtures import write_cifar  # noqa: E402
 from stabkit.store.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from stabkit.config.runconfig import CHECKPOINT_EVERY, RunConfig  # noqa: E402
-from stabkit.run.experiment import PairedRun, resume_config  # noqa: E402
-from stabkit.store.runstore import atomic_write_json  # noqa: E402
+from stabkit.run.experiment import PairedRun, engine_settings, resume_config  # noqa: E402
+from stabkit.store.atomic import atomic_write_json  # noqa: E402
 from stabkit.config.taskoptions import TaskOptions  # noqa: E402
 
 EPOCHS, BATCH, CLIENTS, PER_ROUND = 5, 50, 100, 10
@@ -61,7 +61,7 @@ def measure(data_dir: Path, pairs: int, steps: int, eval_fraction: float, train:
     plan = run.eval_plan
     torch.use_deterministic_algorithms(True)
     # training: `steps` local steps of the same round, scaled to K
-    short = PairedEngine(cfg.replace(local_steps=steps), run.algo, run.model, run.data, run.nb, run.engine.x[:, 0])
+    short = PairedEngine(engine_settings(cfg.replace(local_steps=steps)), run.algo, run.model, run.data, run.nb, run.engine.x[:, 0])
     short.step(0)  # warm-up (threads, allocator, first gathers)
     step_s = clock(lambda: short.step(1)) / steps
     round_s = step_s * K

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.baseline import PerClientLoop  # noqa: E402
 from benchmarks.workloads import workloads  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
-from stabkit.store.runstore import atomic_write_json  # noqa: E402
+from stabkit.store.atomic import atomic_write_json  # noqa: E402
 
 
 def gemm_peak(device: str, reps: int = 5) -> float:

@@ -96,7 +96,8 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
 
     from stabkit.analysis.labels import distinct_labels
     from stabkit.analysis.run_analysis import analyze
-    from stabkit.store.runstore import prepare_dir, strict_json
+    from stabkit.store.atomic import strict_json
+    from stabkit.store.runstore import prepare_dir
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
     target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))

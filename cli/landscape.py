@@ -31,7 +31,7 @@ from stabkit.errors import ConfigError
 def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
-    from stabkit.store.runstore import atomic_write_json
+    from stabkit.store.atomic import atomic_write_json
 
     settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
                                  orthogonalise=orthogonalise, fraction=fraction, plane=not no_plane)

@@ -53,10 +53,10 @@ def test_ctrl_c_during_constants_leaves_a_summary_saying_so(tmp_path, capsys, mo
 def _full_disk_on(monkeypatch, name, after=0):
     """Make the (after+1)-th write of a file called ``name`` fail with ENOSPC: an atomic rewrite (rename of
     the temporary file) or an append (``os.write`` to it; metrics.csv grows by appends)."""
+    import stabkit.store.atomic as atomic
     import stabkit.store.metricslog as metricslog
-    import stabkit.store.runstore as runstore
 
-    real_replace, real_write, seen = runstore.os.replace, metricslog.os.write, []
+    real_replace, real_write, seen = atomic.os.replace, metricslog.os.write, []
 
     def fail(target):
         if os.path.basename(target) == name:
@@ -72,7 +72,7 @@ def _full_disk_on(monkeypatch, name, after=0):
         fail(os.readlink(f"/proc/self/fd/{fd}"))
         return real_write(fd, data)
 
-    monkeypatch.setattr(runstore.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     monkeypatch.setattr(metricslog.os, "write", write)
 
 

@@ -1,4 +1,5 @@
-"""Type checks of a config dataclass's fields, read from its annotations, before any range check runs.
+"""Fields of the config dataclasses: ``option`` declares one (default + ``stabkit pair`` help), and the type checks
+of a config dataclass's fields, read from its annotations, run before any range check.
 
 Config files and the Python API can hand a dataclass any value (``rounds: true``, ``seed: abc``,
 ``local_rounds: 5``); without this check they fail deep inside as a TypeError or are silently coerced
@@ -11,8 +12,16 @@ import dataclasses
 import math
 import types
 import typing
+from dataclasses import field
 
 from stabkit.errors import require
+
+
+def option(default, help: str, cli_name: str | None = None):
+    """A configuration field that is also a ``stabkit pair`` option: its default and its ``--help`` text (the
+    CLI generates the option from this metadata; ``cli_name`` when the option is named differently)."""
+    return field(default=default, metadata={"help": help, "cli_name": cli_name})
+
 
 _WHAT = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string",
          tuple: "a list", dict: "a mapping"}

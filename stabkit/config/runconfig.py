@@ -17,17 +17,17 @@ from typing import Optional, Union
 
 import yaml
 
+from stabkit.algorithms.relaxed_init import AGGREGATIONS as RI_AGGREGATIONS
+from stabkit.config.fields import check_field_types, option
+from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions
 from stabkit.errors import ConfigError, require
 from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
-from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions, option
-from stabkit.config.fields import check_field_types
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
-RI_AGGREGATIONS = ("model_avg", "delta_from_init")  # stabkit.algorithms.relaxed_init
 WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD spec's analysis
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.

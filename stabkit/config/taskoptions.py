@@ -1,19 +1,13 @@
 """TaskOptions: every knob a task builder reads (each with its `stabkit pair` help text), validated once when made."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from stabkit.config.fields import check_field_types, option
 from stabkit.errors import require
-from stabkit.tasks.partition import SCHEMES
-from stabkit.config.fields import check_field_types
 
 SEED_LIMIT = 2 ** 64  # seeds are hashed as 64-bit words (stabkit.engine.rng)
-
-
-def option(default, help: str, cli_name: str | None = None):
-    """A configuration field that is also a ``stabkit pair`` option: its default and its ``--help`` text (the
-    CLI generates the option from this metadata; ``cli_name`` when the option is named differently)."""
-    return field(default=default, metadata={"help": help, "cli_name": cli_name})
+SCHEMES = ("iid", "dirichlet", "shards")  # the partitions of stabkit.tasks.partition
 
 
 @dataclass(frozen=True)

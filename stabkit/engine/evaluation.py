@@ -25,8 +25,6 @@ from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours
 from stabkit.engine.threads import threads_for
 
-TRAJ = ("a", "b")
-
 
 def _segment_mean(values: torch.Tensor, owner: torch.Tensor, num: int) -> torch.Tensor:
     """Mean of ``values [Q, N]`` per owner id -> ``[Q, num]`` (NaN where an owner has no samples)."""

@@ -9,7 +9,7 @@ algorithm file holds only its own update rules. A round calls the algorithm's ho
 (``client_init``, then per local step ``grad_point`` and ``client_step``, then ``client_final`` and
 ``server_update``; ``stabkit.algorithms.base``), carrying the local state between them.
 
-Weight decay (``RunConfig.weight_decay_placement``): ``direction`` (default, the reference codes' placement,
+Weight decay (``EngineSettings.weight_decay_placement``): ``direction`` (default, the reference codes' placement,
 as ``torch.optim.SGD(weight_decay=wd)`` on the final local direction) hands the algorithm the clipped loss
 gradient and adds ``lr_k * wd * y`` to every local step after the algorithm's own step, so no algorithm
 coefficient scales the decay and no algorithm state (momenta, control variates, MimeLite's G_i) holds it;
@@ -20,6 +20,7 @@ carries it. With wd = 0 the two are the same run bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -27,12 +28,28 @@ import torch
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
 from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
-from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours, active_swap
 from stabkit.engine.sampling import batch_positions, sample_clients
 from stabkit.engine.threads import threads_for
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The run's knobs the engine reads, and only those (``stabkit.run.experiment`` takes them from the
+    ``RunConfig``; the names and meanings are RunConfig's)."""
+
+    seed: int  # keys every coupled random stream
+    sampled_clients: int  # s, clients per round
+    local_steps: int  # K
+    batch_size: Union[int, str]  # or "full"
+    client_lr: Callable  # t -> eta_l(t), RunConfig.client_lr: the one place the schedule is computed
+    global_lr: float
+    clip: Optional[float] = None
+    weight_decay: float = 0.0
+    weight_decay_placement: str = "direction"
+    augment: str = "none"
 
 
 @dataclass
@@ -54,7 +71,7 @@ PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they tak
 class PairedEngine:
     """Holds the batched state of all pairs and advances it one round at a time."""
 
-    def __init__(self, cfg: RunConfig, algo: Algorithm, model: FlatModel, data: FederatedData,
+    def __init__(self, cfg: EngineSettings, algo: Algorithm, model: FlatModel, data: FederatedData,
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
         keep_freed_memory()

@@ -30,9 +30,8 @@ from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
 from stabkit.config.runconfig import RunConfig
-from stabkit.store.saved_models import load_flat, saved_rounds
+from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
 
-TRAJECTORIES = ("a", "b")
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class LandscapeSettings:
         require(isinstance(self.points, int) and self.points >= 3, "points", self.points, "an integer >= 3")
         require(self.span > 0, "span", self.span, "a positive number (the grid is [-span, span]^2)")
         require(0 < self.fraction <= 1, "fraction", self.fraction, "a fraction in (0, 1]")
-        require(self.traj in TRAJECTORIES, "traj", self.traj, "a or b")
+        require(self.traj in TRAJ, "traj", self.traj, "a or b")
         require(self.margin >= 0, "margin", self.margin, "a non-negative number")
         require(self.segment[0] < self.segment[1], "segment", list(self.segment), "lo < hi")
         require(self.round is None or (isinstance(self.round, int) and self.round >= 0), "round", self.round,
@@ -94,7 +93,7 @@ def landscape(run_dir, s: LandscapeSettings) -> dict:
                           f"the run's model {run.model.d}")
     ev = Evaluator(run.model, run.data, run.nb, s.fraction, cfg.seed)
     tx, ty, _ = ev.train
-    j = TRAJECTORIES.index(s.traj)
+    j = TRAJ.index(s.traj)
     q = 2 * s.pair + j
     layer = lambda row: Layers(Objective(run.model, tx, ty, ev.train_w[row:row + 1]), *ev.test)
     layers, other = layer(q), layer(2 * s.pair + 1 - j)

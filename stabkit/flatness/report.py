@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from stabkit.analysis.plots import _colors, _save  # noqa: E402
 from stabkit.flatness.claims import LEVEL, flatness_table, verdicts  # noqa: E402
-from stabkit.store.runstore import atomic_write_csv  # noqa: E402
+from stabkit.store.atomic import atomic_write_csv  # noqa: E402
 
 PANELS = [("sharp_lambda_max", r"Hessian $\lambda_{max}$"), ("sharp_sam_0.05", "SAM sharpness, r = 0.05")]
 

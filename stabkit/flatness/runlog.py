@@ -18,9 +18,8 @@ import torch
 
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import client_objective, training_objective
-from stabkit.store.runstore import atomic_write_csv, atomic_write_json
-
-TRAJ = ("a", "b")
+from stabkit.store.atomic import atomic_write_csv, atomic_write_json
+from stabkit.store.saved_models import TRAJ
 
 
 def objective_note(fraction: float) -> str:

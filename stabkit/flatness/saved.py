@@ -11,9 +11,9 @@ from stabkit.errors import ConfigError
 from stabkit.flatness.landscape import chosen_round, load_run_config
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
-from stabkit.flatness.runlog import TRAJ, objective_note
-from stabkit.store.runstore import atomic_write_csv, atomic_write_json
-from stabkit.store.saved_models import load_flat
+from stabkit.flatness.runlog import objective_note
+from stabkit.store.atomic import atomic_write_csv, atomic_write_json
+from stabkit.store.saved_models import TRAJ, load_flat
 
 
 def measure_saved(run_dir, round_, settings: SharpnessSettings, out: Path | None = None) -> tuple:

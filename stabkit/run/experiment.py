@@ -37,21 +37,22 @@ from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
-from stabkit.engine.paired import PairedEngine, RoundRecord
+from stabkit.engine.paired import EngineSettings, PairedEngine, RoundRecord
 from stabkit.engine.threads import run_threads
 from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
 from stabkit.run.memory import require_memory, run_bytes
-from stabkit.engine.evaluation import TRAJ, Evaluator
+from stabkit.engine.evaluation import Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
 from stabkit.store.checkpoint import load_checkpoint, save_checkpoint
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.store.metricslog import AppendLog
-from stabkit.store.runstore import atomic_write_json, prepare_run_dir
-from stabkit.store.saved_models import parse_save_spec, save_models
+from stabkit.store.atomic import atomic_write_json
+from stabkit.store.runstore import prepare_run_dir
+from stabkit.store.saved_models import TRAJ, parse_save_spec, save_models
 from stabkit.store.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task, check_task
@@ -141,7 +142,7 @@ class PairedRun:
         self.cfg = cfg = cfg.replace(eval_every=self.eval_plan.every, eval_fraction=self.eval_plan.fraction)
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
-        self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
+        self.engine = PairedEngine(engine_settings(cfg), self.algo, self.model, self.data, self.nb, theta0)
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
@@ -381,6 +382,11 @@ class PairedRun:
             "metrics_rows": self.metrics.rows - self.cfg.pairs, "local_rows": self.local.rows - local_t * self.cfg.pairs,
             "times": dict(self.times)})
         self.times["checkpoint_s"] += time.perf_counter() - start
+
+
+def engine_settings(cfg: RunConfig) -> EngineSettings:
+    """The fields of ``cfg`` the engine reads."""
+    return EngineSettings(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(EngineSettings)})
 
 
 def _module_maker(cfg: RunConfig, task: Task, model) -> tuple:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from stabkit.errors import ConfigError
-from stabkit.store.saved_models import atomic_save
+from stabkit.store.atomic import atomic_save
 
 NAME = "checkpoint.pt"
 FORMAT = 1

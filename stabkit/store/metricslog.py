@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stabkit.store.runstore import atomic_write_text, raise_if_disk_full
+from stabkit.store.atomic import atomic_write_text, raise_if_disk_full
 
 FLOAT_FORMAT = "%.10g"
 

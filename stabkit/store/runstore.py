@@ -3,82 +3,21 @@
 
 Every file is written to a temporary sibling and moved into place with ``os.replace``, so a reader (or
 an interrupted run) never sees a half-written file; the metric logs grow by appended row groups that
-readers see whole (``stabkit.store.metricslog``). A directory that holds a run is never silently
+readers see whole (``stabkit.store.metricslog``); the atomic writers are ``stabkit.store.atomic``. A directory that holds a run is never silently
 overwritten. ``load_run`` returns the per-round metrics as a pandas DataFrame with the run's config and
 summary in ``df.attrs``.
 """
 from __future__ import annotations
 
-import errno
-import io
 import json
-import math
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from stabkit.errors import ConfigError, DiskFull
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling and move it over ``path``; a full disk raises ``DiskFull``."""
-    path = Path(path)
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise_if_disk_full(e, path, len(text.encode()))
-        raise
-
-
-def raise_if_disk_full(e: BaseException, path: Path, nbytes: int) -> None:
-    """Turn a full-disk ``OSError`` while writing ``nbytes`` to ``path`` into the one-line ``DiskFull``."""
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        free = shutil.disk_usage(path.parent).free if path.parent.is_dir() else 0
-        raise DiskFull(f"cannot write {str(path)!r}: no space left on the device ({nbytes} bytes "
-                       f"needed, {free} free); the files written before are intact") from None
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_text(path, strict_json(obj, indent=2, sort_keys=True) + "\n")
-
-
-def strict_json(obj, **kw) -> str:
-    """JSON that strict parsers (``JSON.parse``, ``jq``) accept: NaN and ±Infinity are written as ``null``."""
-    return json.dumps(_finite(obj), allow_nan=False, default=_json_default, **kw)
-
-
-def _finite(o):
-    if isinstance(o, float) or hasattr(o, "dtype") and getattr(o, "ndim", 1) == 0:
-        v = o.item() if hasattr(o, "item") else o
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if hasattr(o, "tolist"):
-        return _finite(o.tolist())
-    return o
-
-
-def atomic_write_csv(path: Path, df: pd.DataFrame) -> None:
-    atomic_write_text(path, df.to_csv(index=False, float_format="%.10g"))
-
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+from stabkit.errors import ConfigError
+from stabkit.store.metricslog import read_complete
 
 
 def require_out(out) -> None:
@@ -154,7 +93,6 @@ def load_run(path) -> pd.DataFrame:
                           f"or a full disk?); delete that line to analyse the rounds before it")
     attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
              if (path / f"{name}.json").is_file()}
-    from stabkit.store.metricslog import read_complete  # metricslog writes through this module
     try:  # a run being written: only its whole row groups
         df = read_complete(metrics, attrs.get("config", {}).get("pairs"))
     except (ValueError, pd.errors.ParserError) as e:
@@ -183,5 +121,4 @@ def _first_line(e: Exception) -> str:
 
 def load_local(path) -> pd.DataFrame:
     """Local-discrepancy rows (round, pair, k, l1_a, l1_b, l2, l3) of a run."""
-    from stabkit.store.metricslog import read_complete
     return read_complete(Path(path) / "local.csv")

@@ -13,15 +13,16 @@ leaves a half-written model behind.
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from stabkit.errors import ConfigError
+from stabkit.store.atomic import atomic_save
 
-TRAJECTORIES = ("a", "b")
+# The trajectories' labels: a, the run on the original data, and b, its neighbour (model files, the metrics'
+# column suffixes, the sharpness tables' traj column).
+TRAJ = ("a", "b")
 _ROUND_DIR = re.compile(r"round_(\d+)$")
 
 
@@ -60,7 +61,7 @@ def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> 
     numels = [int(torch.Size(s).numel()) for s in shapes]
     R = x.shape[0]
     for r in range(R):
-        for j, traj in enumerate(TRAJECTORIES):
+        for j, traj in enumerate(TRAJ):
             parts = torch.split(x[r, j].detach().cpu(), numels)
             state = {n: p.reshape(s).clone() for n, p, s in zip(names, parts, shapes)}
             atomic_save(model_path(run_dir, t, r, traj), state)
@@ -86,7 +87,7 @@ def load_models(run_dir, t: int) -> list:
     pairs = []
     while model_path(run_dir, t, len(pairs), "a").is_file():
         r = len(pairs)
-        pairs.append([torch.load(model_path(run_dir, t, r, traj), map_location="cpu") for traj in TRAJECTORIES])
+        pairs.append([torch.load(model_path(run_dir, t, r, traj), map_location="cpu") for traj in TRAJ])
     return pairs
 
 
@@ -96,22 +97,3 @@ def load_flat(run_dir, t: int) -> torch.Tensor:
     pairs = load_models(run_dir, t)
     return torch.stack([torch.stack([torch.cat([v.reshape(-1) for v in sd.values()]) for sd in pair])
                         for pair in pairs])
-
-
-def atomic_save(path: Path, obj) -> None:
-    """``torch.save`` to a temporary sibling, fsync, rename: readers and a killed run see the old file or
-    the new one, never a torn one."""
-    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

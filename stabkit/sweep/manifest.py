@@ -18,7 +18,7 @@ from typing import Optional
 
 from stabkit.errors import ConfigError
 from stabkit.config.runconfig import CHOSEN_BY_RUN, RUN_FACTS
-from stabkit.store.runstore import atomic_write_json
+from stabkit.store.atomic import atomic_write_json
 from stabkit.sweep.spec import SweepSpec, config_hash
 
 MANIFEST = "manifest.json"

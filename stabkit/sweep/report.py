@@ -35,7 +35,8 @@ import seaborn as sns  # noqa: E402
 from stabkit.analysis.run_analysis import analyze  # noqa: E402
 from stabkit.errors import ConfigError, require  # noqa: E402
 from stabkit.analysis.plots import STYLE, _colors, _save, coincident, line_styles  # noqa: E402
-from stabkit.store.runstore import atomic_write_csv, load_run, prepare_dir  # noqa: E402
+from stabkit.store.atomic import atomic_write_csv  # noqa: E402
+from stabkit.store.runstore import load_run, prepare_dir  # noqa: E402
 from stabkit.flatness.report import flatness_report  # noqa: E402
 from stabkit.flatness.runlog import final_sharpness  # noqa: E402
 from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402

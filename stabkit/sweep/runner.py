@@ -23,7 +23,8 @@ from typing import Callable, Optional
 
 from stabkit.errors import ConfigError
 from stabkit.config.runconfig import RunConfig
-from stabkit.store.runstore import atomic_write_json, atomic_write_text, prepare_dir
+from stabkit.store.atomic import atomic_write_json, atomic_write_text
+from stabkit.store.runstore import prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec

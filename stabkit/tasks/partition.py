@@ -11,9 +11,8 @@ import bisect
 
 import numpy as np
 
+from stabkit.config.taskoptions import SCHEMES
 from stabkit.errors import require
-
-SCHEMES = ("iid", "dirichlet", "shards")
 
 
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
