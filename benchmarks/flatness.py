@@ -39,7 +39,7 @@ def trained(cfg: RunConfig, task=None, rounds: int = 5) -> PairedRun:
 
 
 def spectrum_case(name: str, run: PairedRun, probes: int = 100) -> dict:
-    obj = training_objective(run).select([0])
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed).select([0])
     theta = run.engine.x[0, :1]
     with threads_for(obj.flops):
         start = time.perf_counter()
@@ -68,7 +68,7 @@ def surface_case(points: int, samples: int) -> dict:
                     batch_size=min(50, per // 2), lr=0.05, constants=False, local_rounds=(), perturb="none",
                     task_options=TaskOptions(clients=clients, heldout_clients=6, samples_per_client=per))
     run = trained(cfg, task, rounds=2)
-    obj = training_objective(run).select([0])
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed).select([0])
     keep = obj.w[0] > 0  # the population's 10,000 samples (held-out clients carry weight 0)
     train = Objective(run.model, obj.x[keep], obj.y[keep], obj.w[:, keep])
     layers = Layers(train, run.data.test_x, run.data.test_y)

@@ -31,6 +31,7 @@ from stabkit.errors import ConfigError
 def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
+    from stabkit.run.experiment import rebuilt_engine
     from stabkit.store.atomic import atomic_write_json
 
     settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
@@ -39,7 +40,7 @@ def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fract
         raise ConfigError(f"invalid label={list(labels)}: give one --label per run ({len(runs)})")
     if out is None and len(runs) > 1:
         raise ConfigError("invalid out=None: give --out DIR when drawing several runs")
-    results = [compute(r, settings) for r in runs]
+    results = [compute(r, settings, rebuilt_engine) for r in runs]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
     out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"

@@ -30,6 +30,7 @@ def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fracti
     """Hessian spectrum, trace, SAM and average-direction sharpness of saved global models."""
     from stabkit.errors import ConfigError
     from stabkit.flatness.saved import measure_saved
+    from stabkit.run.experiment import rebuilt_engine
 
     try:
         radii_t = tuple(float(r) for r in radii.split(",") if r.strip())
@@ -39,7 +40,7 @@ def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fracti
 
     settings = SharpnessSettings(radii=radii_t, sam_steps=sam_steps, directions=directions, probes=probes,
                                  lanczos_tol=tol, fraction=fraction, seed=seed)
-    df, path = measure_saved(run_dir, round_, settings, Path(out) if out else None)
+    df, path = measure_saved(run_dir, round_, settings, rebuilt_engine, Path(out) if out else None)
     cols = [c for c in df.columns if c not in ("round", "pair", "traj") and not c.endswith("_se")]
     click.echo(df.groupby("traj")[cols].mean().T.to_string(float_format=lambda v: f"{v:.4g}"))
     click.echo(f"written to {path}")

@@ -36,7 +36,7 @@ def dense(obj, theta):
 
 def test_quadratic_spectrum_and_trace_are_exact():
     run = quadratic_run(pairs=2)
-    obj = training_objective(run)
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed)
     theta = run.engine.x.reshape(4, -1)
     spec = lanczos(obj.hvp, theta, k=5)
     np.testing.assert_allclose(spec.top, np.tile(EIGS[::-1][:5], (4, 1)), rtol=1e-5)  # float32 data
@@ -52,7 +52,7 @@ def test_quadratic_spectrum_and_trace_are_exact():
 
 def test_sam_sharpness_solves_the_trust_region_problem_on_the_quadratic():
     run = quadratic_run()
-    obj = training_objective(run).select([0])
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed).select([0])
     theta = run.engine.x[0, :1]
     g, H = (t.numpy() for t in dense(obj, theta[0]))
     radii = (0.01, 0.1, 1.0)
@@ -72,7 +72,7 @@ def test_sam_sharpness_solves_the_trust_region_problem_on_the_quadratic():
 
 def test_average_direction_sharpness_is_r2_trace_over_2d_on_the_quadratic():
     run = quadratic_run()
-    obj = training_objective(run).select([0])
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed).select([0])
     theta = run.engine.x[0, :1]
     mean, se = average_sharpness(obj, theta, (0.5,), directions=400, seed=1)
     expected = 0.25 * EIGS.sum() / (2 * DIM)  # E_u[g.u] = 0, E_u[u^T H u] = tr(H) / d
@@ -82,7 +82,7 @@ def test_average_direction_sharpness_is_r2_trace_over_2d_on_the_quadratic():
 def test_tiny_mlp_matches_the_dense_hessian():
     run = mlp_run()
     run.engine.step(0)
-    obj = training_objective(run)
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed)
     theta = run.engine.x.reshape(2, -1)
     H = dense(obj, theta[0])[1].numpy()
     exact = np.sort(np.linalg.eigvalsh(H))[::-1]
@@ -103,7 +103,7 @@ def test_tiny_mlp_matches_the_dense_hessian():
 
 def test_client_objective_is_the_clients_own_loss():
     run = mlp_run()
-    obj = client_objective(run, [1, 2])
+    obj = client_objective(run.model, run.data, [1, 2])
     theta = run.engine.x[0, :1].expand(2, -1)
     own = [run.model.losses(theta[:1], run.data.x[i, : run.data.n[i]], run.data.y[i, : run.data.n[i]])[0].mean()
            for i in (1, 2)]

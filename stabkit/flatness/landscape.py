@@ -19,7 +19,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -78,35 +78,43 @@ def chosen_round(run_dir, wanted: Optional[int]) -> int:
     return rounds[-1] if wanted is None else wanted
 
 
-def landscape(run_dir, s: LandscapeSettings) -> dict:
-    """All surfaces of one run (see the module docstring); numpy arrays in the result."""
-    from stabkit.run.experiment import PairedRun
-
+def saved_models_of(run_dir, round_: Optional[int], build: Callable, pair: int = 0) -> tuple:
+    """``(cfg, T, x, engine)``: the run's config, the saved round T (default: the last saved), its models
+    ``x [R, 2, d]`` and a fresh engine of the run, ``build(cfg)`` (``stabkit.run.experiment.rebuilt_engine``),
+    whose model, data and neighbours the measures use; x on the engine's dtype and device. The round and
+    ``pair`` are checked before the run is built."""
     cfg = load_run_config(run_dir)
-    T = chosen_round(run_dir, s.round)
+    T = chosen_round(run_dir, round_)
     x = load_flat(run_dir, T)  # one-line error for a round that was not saved
-    require(s.pair < x.shape[0], "pair", s.pair, f"a pair index below {x.shape[0]} (the run's pairs)")
-    run = PairedRun(cfg)
-    x = x.to(dtype=run.model.dtype, device=run.device)
-    if x.shape[-1] != run.model.d:
+    require(pair < x.shape[0], "pair", pair, f"a pair index below {x.shape[0]} (the run's pairs)")
+    engine = build(cfg)
+    if x.shape[-1] != engine.model.d:
         raise ConfigError(f"invalid run={str(run_dir)!r}: saved models have {x.shape[-1]} parameters, "
-                          f"the run's model {run.model.d}")
-    ev = Evaluator(run.model, run.data, run.nb, s.fraction, cfg.seed)
+                          f"the run's model {engine.model.d}")
+    return cfg, T, x.to(dtype=engine.model.dtype, device=engine.x.device), engine
+
+
+def landscape(run_dir, s: LandscapeSettings, build: Callable) -> dict:
+    """All surfaces of one run (see the module docstring); numpy arrays in the result. ``build(cfg)``: a
+    fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
+    cfg, T, x, engine = saved_models_of(run_dir, s.round, build, s.pair)
+    model = engine.model
+    ev = Evaluator(model, engine.data, engine.nb, s.fraction, cfg.seed)
     tx, ty, _ = ev.train
     j = TRAJ.index(s.traj)
     q = 2 * s.pair + j
-    layer = lambda row: Layers(Objective(run.model, tx, ty, ev.train_w[row:row + 1]), *ev.test)
+    layer = lambda row: Layers(Objective(model, tx, ty, ev.train_w[row:row + 1]), *ev.test)
     layers, other = layer(q), layer(2 * s.pair + 1 - j)
     theta, partner = x[s.pair, j], x[s.pair, 1 - j]
-    out = {"run": str(run_dir), "algo": cfg.algo, "round": T, "d": run.model.d,
+    out = {"run": str(run_dir), "algo": cfg.algo, "round": T, "d": model.d,
            "train_samples": int(len(tx)), "test_samples": int(len(ev.test[0]))}
     with threads_for(layers.flops):
-        out["random"] = random_plane(layers, theta, run.model.shapes, s.seed, s.points, s.span, s.orthogonalise)
+        out["random"] = random_plane(layers, theta, model.shapes, s.seed, s.points, s.span, s.orthogonalise)
         paired = segment(layers, theta, partner, *s.segment, s.points)
         paired["train_other"] = segment(other, theta, partner, *s.segment, s.points)["train"]
         out["paired"] = paired
         if s.plane and T >= 1:
-            x_replay, rec = replay_clients(run, T)
+            x_replay, rec = replay_clients(engine, T)
             out["replay_max_abs_diff"] = float((x_replay - x).abs().max())
             clients = rec.clients[s.pair, j]
             out["plane"] = model_plane(layers, theta, clients, {"other trajectory": partner}, s.points, s.margin)

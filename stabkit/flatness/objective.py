@@ -12,7 +12,10 @@ from __future__ import annotations
 import torch
 from torch.func import grad, jvp, vmap
 
+from stabkit.engine.data import FederatedData
+from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.perturbation import Neighbours
 
 HVP_MEMORY_FACTOR = 3  # forward-over-reverse keeps tangents of activations and their gradients too
 
@@ -62,23 +65,21 @@ class Objective:
         return out
 
 
-def training_objective(run, fraction: float = 1.0) -> Objective:
-    """The training objectives f = (1/M) sum_i F_i of both trajectories of every pair of a
-    ``PairedRun`` (2R models, pair-major: row 2r + j), on all data or a fixed paired subset
-    (``fraction`` of every client's samples, the subset ``--eval-fraction`` uses)."""
-    from stabkit.engine.evaluation import Evaluator
-
-    ev = Evaluator(run.model, run.data, run.nb, fraction, run.cfg.seed)
+def training_objective(model: FlatModel, data: FederatedData, nb: Neighbours, seed: int,
+                       fraction: float = 1.0) -> Objective:
+    """The training objectives f = (1/M) sum_i F_i of both trajectories of every pair of a paired run
+    (2R models, pair-major: row 2r + j; ``nb`` its neighbours, ``seed`` its seed), on all data or a fixed
+    paired subset (``fraction`` of every client's samples, the subset ``--eval-fraction`` uses)."""
+    ev = Evaluator(model, data, nb, fraction, seed)
     x, y, _ = ev.train
     used = (ev.train_w != 0).any(0)  # samples of held-out and unused neighbour clients carry no weight
-    return Objective(run.model, x[used], y[used], ev.train_w[:, used])
+    return Objective(model, x[used], y[used], ev.train_w[:, used])
 
 
-def client_objective(run, rows) -> Objective:
+def client_objective(model: FlatModel, data: FederatedData, rows) -> Objective:
     """Local objectives F_i (mean loss on client row i's own training samples) of ``rows [Q]``."""
-    data = run.data
     rows_t = torch.as_tensor(rows, device=data.flat_owner.device).reshape(-1)
     keep = torch.isin(data.flat_owner, rows_t)
     owner = data.flat_owner[keep]
     w = (owner[None, :] == rows_t[:, None]).to(data.dtype)
-    return Objective(run.model, data.flat_x[keep], data.flat_y[keep], w / w.sum(1, keepdim=True))
+    return Objective(model, data.flat_x[keep], data.flat_y[keep], w / w.sum(1, keepdim=True))

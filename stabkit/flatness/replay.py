@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import torch
 
+from stabkit.engine.paired import PairedEngine
 from stabkit.errors import require
 
 
-def replay_clients(run, T: int) -> tuple:
-    """Run a freshly built ``PairedRun`` through round T; return (x_T ``[R, 2, d]``, round T's record with
+def replay_clients(engine: PairedEngine, T: int) -> tuple:
+    """Run a freshly built engine through round T; return (x_T ``[R, 2, d]``, round T's record with
     ``clients [R, 2, s, d]`` and ``rows [R, 2, s]``)."""
     require(T >= 1, "round", T, "a round >= 1 for client models (round 0 is the shared start: no clients yet)")
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)  # as during the run
     try:
         for t in range(T):
-            rec = run.engine.step(t, keep_clients=t == T - 1)
+            rec = engine.step(t, keep_clients=t == T - 1)
     finally:
         torch.use_deterministic_algorithms(previous)
-    return run.engine.x, rec
+    return engine.x, rec

@@ -16,6 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from stabkit.config.runconfig import RunConfig
+from stabkit.engine.data import FederatedData
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.perturbation import Neighbours
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import client_objective, training_objective
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
@@ -31,20 +35,23 @@ def objective_note(fraction: float) -> str:
 class SharpnessLog:
     """Measures and writes sharpness at the run's ``sharpness_rounds``."""
 
-    def __init__(self, run, settings: SharpnessSettings | None = None):
-        self.run = run
-        self.rounds = set(run.cfg.sharpness_rounds)
-        self.settings = settings or SharpnessSettings(fraction=run.cfg.eval_fraction, seed=run.cfg.seed)
+    def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours, cfg: RunConfig,
+                 settings: SharpnessSettings | None = None):
+        """The run's model, data and neighbours; ``cfg``: its configuration (sharpness rounds, evaluation
+        fraction, seed)."""
+        self.model, self.data, self.nb, self.seed = model, data, nb, cfg.seed
+        self.rounds = set(cfg.sharpness_rounds)
+        self.settings = settings or SharpnessSettings(fraction=cfg.eval_fraction, seed=cfg.seed)
         self.objective = None
         self.frames = []
 
-    def after_round(self, t: int, rec, out) -> None:
-        """Measure round t if it is a sharpness round (and the state is finite); rewrite the files."""
-        x = self.run.engine.x
+    def after_round(self, t: int, x: torch.Tensor, rec, out) -> None:
+        """Measure the global models ``x [R, 2, d]`` after round t if it is a sharpness round (and they are
+        finite); rewrite the files."""
         if t not in self.rounds or not bool(torch.isfinite(x).all()):
             return
         if self.objective is None:
-            self.objective = training_objective(self.run, self.settings.fraction)
+            self.objective = training_objective(self.model, self.data, self.nb, self.seed, self.settings.fraction)
         R, _, d = x.shape
         cols = measure(self.objective, x.reshape(2 * R, d), self.settings)
         frame = pd.DataFrame({"round": t, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
@@ -63,7 +70,7 @@ class SharpnessLog:
         clients = rec.clients  # [R, 2, s, d]
         R, _, s, d = clients.shape
         local = dataclasses.replace(self.settings, top=1)
-        cols = measure(client_objective(self.run, rec.rows.reshape(-1)), clients.reshape(-1, d), local,
+        cols = measure(client_objective(self.model, self.data, rec.rows.reshape(-1)), clients.reshape(-1, d), local,
                        spectrum_only=True)
         return {"local_lambda_max": cols["lambda_max"].reshape(2 * R, s).mean(1),
                 "local_loss": cols["loss"].reshape(2 * R, s).mean(1)}

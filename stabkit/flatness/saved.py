@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from stabkit.errors import ConfigError
-from stabkit.flatness.landscape import chosen_round, load_run_config
+from stabkit.flatness.landscape import saved_models_of
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
 from stabkit.flatness.runlog import objective_note
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
-from stabkit.store.saved_models import TRAJ, load_flat
+from stabkit.store.saved_models import TRAJ
 
 
-def measure_saved(run_dir, round_, settings: SharpnessSettings, out: Path | None = None) -> tuple:
-    """Measure every saved model of round ``round_`` (default: the last saved); return (table, csv path)."""
-    from stabkit.run.experiment import PairedRun
-
-    cfg = load_run_config(run_dir)
-    T = chosen_round(run_dir, round_)
-    x = load_flat(run_dir, T)
-    run = PairedRun(cfg)
-    if x.shape[-1] != run.model.d:
-        raise ConfigError(f"invalid run={str(run_dir)!r}: saved models have {x.shape[-1]} parameters, "
-                          f"the run's model {run.model.d}")
+def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable, out: Path | None = None) -> tuple:
+    """Measure every saved model of round ``round_`` (default: the last saved); return (table, csv path).
+    ``build(cfg)``: a fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
+    cfg, T, x, engine = saved_models_of(run_dir, round_, build)
     R, _, d = x.shape
-    obj = training_objective(run, settings.fraction)
-    cols = measure(obj, x.to(dtype=run.model.dtype, device=run.device).reshape(2 * R, d), settings)
+    obj = training_objective(engine.model, engine.data, engine.nb, cfg.seed, settings.fraction)
+    cols = measure(obj, x.reshape(2 * R, d), settings)
     df = pd.DataFrame({"round": T, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
                        **{k: np.asarray(v) for k, v in cols.items()}})
     out = Path(out) if out else Path(run_dir)

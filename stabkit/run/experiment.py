@@ -152,7 +152,7 @@ class PairedRun:
         self.local_rows: list = []
         self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
-        self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
+        self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
         self._initial_logged = False
@@ -359,7 +359,7 @@ class PairedRun:
 
     def _sharpness(self, t: int, rec, out: Path) -> None:
         if self.sharpness is not None:
-            self.sharpness.after_round(t, rec, out)
+            self.sharpness.after_round(t, self.engine.x, rec, out)
 
     def _flush(self) -> None:
         rows, local, self.rows, self.local_rows = self.rows, self.local_rows, [], []
@@ -382,6 +382,12 @@ class PairedRun:
             "metrics_rows": self.metrics.rows - self.cfg.pairs, "local_rows": self.local.rows - local_t * self.cfg.pairs,
             "times": dict(self.times)})
         self.times["checkpoint_s"] += time.perf_counter() - start
+
+
+def rebuilt_engine(cfg: RunConfig) -> PairedEngine:
+    """A fresh engine of the run ``cfg`` describes (its task, model, neighbours and initial state), e.g. to
+    measure a saved run's models or replay its rounds (``stabkit.flatness``)."""
+    return PairedRun(cfg).engine
 
 
 def engine_settings(cfg: RunConfig) -> EngineSettings:
