@@ -74,7 +74,7 @@ def lockstep(*specs, rounds=4, **common):
     runs = [PairedRun(RunConfig(algo=a, hp=h, **common, **kw)) for a, h, kw in specs]
     for t in range(rounds):
         for r in runs:
-            r.engine.step(t)
+            r.step()
         yield t, runs
     assert runs[0].engine.discrepancy().min() > 0  # the perturbation acted
 

@@ -36,7 +36,7 @@ def _disc(cfg):
     run = PairedRun(cfg)
     out = []
     for t in range(cfg.rounds):
-        rec = run.engine.step(t)
+        rec = run.step()
         out.append((run.engine.discrepancy().copy(), rec.hit.copy()))
     return run, out
 

@@ -22,7 +22,7 @@ CFG = dict(task="digits", model="cnn", pairs=2, rounds=4, clients_per_round=3, l
 def _final(device):
     run = PairedRun(RunConfig(device=device, algo="fedsagd", **CFG))
     for t in range(CFG["rounds"]):
-        run.engine.step(t)
+        run.step()
     return run.engine.x.cpu()
 
 
@@ -61,7 +61,7 @@ def test_float32_gpu_run_computes_in_float32_not_tf32():
     for device in ("cpu", "cuda"):
         run = PairedRun(RunConfig(device=device, algo="fedavg", **cfg))
         for t in range(cfg["rounds"]):
-            run.engine.step(t)
+            run.step()
         runs[device] = run.engine.x.cpu()
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
     assert (runs["cuda"] - runs["cpu"]).abs().max() <= 1e-5 * float(runs["cpu"].abs().max())

@@ -17,7 +17,7 @@ def _metrics(**kw):
     run = PairedRun(RunConfig(**{**BASE, **kw}))
     rec = None
     for t in range(2):
-        rec = run.engine.step(t)
+        rec = run.step()
     return run, run.evaluator.evaluate(run.engine.x, rec.rows)
 
 

@@ -81,7 +81,7 @@ def test_average_direction_sharpness_is_r2_trace_over_2d_on_the_quadratic():
 
 def test_tiny_mlp_matches_the_dense_hessian():
     run = mlp_run()
-    run.engine.step(0)
+    run.step()
     obj = training_objective(run.model, run.data, run.nb, run.cfg.seed)
     theta = run.engine.x.reshape(2, -1)
     H = dense(obj, theta[0])[1].numpy()

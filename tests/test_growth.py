@@ -42,7 +42,7 @@ def curves():
         run = PairedRun(cfg)
         disc = [run.engine.discrepancy()]
         for t in range(T):
-            run.engine.step(t)
+            run.step()
             disc.append(run.engine.discrepancy())
         out[name] = np.array(disc).T  # [pairs, T + 1], the layout stabkit.testing takes
     return out

@@ -66,7 +66,7 @@ def test_sample_mode_hit_is_the_replaced_index_being_drawn():
     nb = run.nb
     for t in range(10):
         S, rows = run.engine.round_rows(t)
-        rec = run.engine.step(t)
+        rec = run.step()
         sizes = run.data.n_np[rows]
         idx = batch_positions(0, t, sizes, 10, 16)
         for r in range(4):
@@ -117,6 +117,6 @@ def test_batched_engine_equals_a_plain_loop_over_clients():
                     states.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach())
                 expected[r, j] = torch.stack(states).mean(0)
         x = expected.clone()
-        run.engine.step(t)
+        run.step()
         torch.testing.assert_close(run.engine.x, expected, rtol=0, atol=1e-12)
     assert run.engine.discrepancy().min() > 0

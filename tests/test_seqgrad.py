@@ -84,7 +84,7 @@ def _final_state(pairs=2, rounds=3):
                     batch_size=5, task_options=TaskOptions(clients=6, samples_per_client=20), device="cpu")
     run = PairedRun(cfg)
     for t in range(rounds):
-        run.engine.step(t)
+        run.step()
     return run.engine.x
 
 

@@ -85,7 +85,7 @@ def test_weight_decay_placement_by_hand(algo, placement):
     x, state = hand(direction, server, state0, placement)
     run = tiny_run(algo, hp, weight_decay=WD, weight_decay_placement=placement)
     for t in range(ROUNDS):
-        run.engine.step(t)
+        run.step()
     np.testing.assert_allclose(run.engine.x[0, 0].numpy(), x, rtol=0, atol=1e-13)
     np.testing.assert_allclose(run.engine.server[name][0, 0].numpy(), state, rtol=0, atol=1e-12)
     # the two placements differ at wd = 1e-3 (the decay is scaled or carried by the algorithm)
@@ -103,7 +103,7 @@ def test_placement_is_bitwise_irrelevant_without_weight_decay(algo):
             for p in ("direction", "gradient")]
     for run in runs:
         for t in range(ROUNDS):
-            run.engine.step(t)
+            run.step()
     assert np.abs(runs[0].engine.x.numpy()).max() > 0.01
     assert torch_equal(runs[0].engine.x, runs[1].engine.x)
     assert all(torch_equal(runs[0].engine.server[n], runs[1].engine.server[n]) for n in runs[0].engine.server)
@@ -119,7 +119,7 @@ def test_fedavg_placements_agree_and_bad_placement_is_one_line():
     xs = []
     for p in ("direction", "gradient"):
         run = tiny_run("fedavg", weight_decay=0.05, weight_decay_placement=p)
-        run.engine.step(0)
+        run.step()
         xs.append(run.engine.x[0, 0].numpy())
     np.testing.assert_allclose(xs[0], xs[1], rtol=0, atol=1e-15)
     with pytest.raises(ConfigError, match="weight_decay_placement.*direction, gradient"):

@@ -10,7 +10,7 @@ validates a name and its hyperparameters, and ``resolve_hp`` gives the full hype
 Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
 
 * the interface: ``Algorithm`` (FedAvg's rules), ``HParams`` with ``hp`` / ``choice`` (hyperparameter
-  fields), ``RoundContext`` and ``Step`` (what the hooks see), ``descend`` (the local SGD step);
+  fields), ``Given`` (state names that depend on a hyperparameter), ``RoundContext`` and ``Step`` (what the hooks see), ``descend`` (the local SGD step);
 * composition: ``Wrapper`` (delegates every hook to an inner algorithm) and the wrappers built on it,
   ``SAM`` (+ ``SAMParams``: sharpness-aware ascent around any client rule) and ``RelaxedInit``
   (+ ``RIParams``: FedInit's relaxed initialisation around any algorithm);
@@ -22,7 +22,7 @@ import importlib
 import pkgutil
 
 from stabkit import plugins
-from stabkit.algorithms.base import Algorithm, HParams, RoundContext, Step, Wrapper, choice, hp
+from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
 from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units, on_clients,
                                       server_step)
@@ -71,6 +71,6 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
     return dataclasses.asdict(build_algorithm(name, hp).p)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM", "SAMParams",
+__all__ = ["ALGORITHMS", "Algorithm", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM", "SAMParams",
            "Step", "Wrapper", "algorithm_class", "available_algorithms", "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x",
            "gradient_units", "hp", "on_clients", "resolve_hp", "server_step"]

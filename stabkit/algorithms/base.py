@@ -20,8 +20,12 @@ client_step / client_final`` + server update, with every piece of state handed i
 State is declared by name, like a NamedTuple's fields: ``server_state`` (``[R, 2, d]``, carried across
 rounds), ``client_state`` (``[R, 2, rows, d]``, one row per physical client, carried across rounds also for
 clients that are not sampled) and ``local_state`` (within one round, for the round's clients: created by
-``client_init``, handed to and returned from every hook, e.g. a local momentum). The engine carries all
-three separately for the two trajectories of each pair and checks the local names against the declaration.
+``client_init``, handed to and returned from every hook, e.g. a local momentum); names that depend on a
+hyperparameter are declared at class level too, with :class:`Given`. The engine carries all three
+separately for the two trajectories of each pair and checks every one the same way: a hook returns the
+state it holds whole, exactly the declared names (``client_init`` / ``client_step`` / ``client_final``'s
+``local`` the local state, ``client_final``'s client and ``server_update``'s server state all of theirs),
+so a misspelt or forgotten name is an error, not a stale value.
 
 Shapes: the global model is ``[R, 2, d]`` (pairs x trajectories x parameters), client tensors are
 ``[R, 2, s, d]``. :class:`RoundContext` is the round's read-only view (``ctx.x_clients`` is ``x_t``
@@ -123,6 +127,27 @@ class Step(NamedTuple):
     grad: Callable
 
 
+@dataclass(frozen=True)
+class Given:
+    """State names that depend on a hyperparameter, declared at class level like fixed ones:
+    ``local_state = Given("anchor", {"start": ("anchor",)})`` (no local state for any other value).
+    ``names`` maps a value of hyperparameter ``field`` to its names; ``otherwise`` holds for the rest."""
+
+    field: str
+    names: dict
+    otherwise: tuple = ()
+
+    def resolve(self, params) -> tuple:
+        return tuple(self.names.get(getattr(params, self.field), self.otherwise))
+
+
+def declared(cls: type, kind: str, params) -> tuple:
+    """The names of state ``kind`` (``server_state``, ``client_state``, ``local_state``) that class ``cls``
+    itself declares, for hyperparameters ``params``."""
+    names = getattr(cls, kind)
+    return names.resolve(params) if isinstance(names, Given) else tuple(names)
+
+
 def zero_state(x: torch.Tensor, num_rows: int, server_names, client_names):
     """``(server, client)`` dicts of zeros: ``[R, 2, d]`` per server name, ``[R, 2, num_rows, d]`` per
     client name."""
@@ -138,12 +163,14 @@ class Algorithm:
     title: ClassVar[str]
     reference: ClassVar[str]
     params_cls: ClassVar[type] = HParams
-    server_state: tuple = ()
-    client_state: tuple = ()
-    local_state: tuple = ()
+    server_state: tuple | Given = ()
+    client_state: tuple | Given = ()
+    local_state: tuple | Given = ()
 
     def __init__(self, params: Optional[HParams] = None):
         self.p = params if params is not None else self.params_cls()
+        for kind in STATES:  # an instance's state names: the class's, conditional ones resolved
+            setattr(self, kind, declared(type(self), kind, self.p))
 
     @classmethod
     def from_hp(cls, values: dict) -> "Algorithm":
@@ -210,7 +237,7 @@ class Wrapper(Algorithm):
         super().__init__(params)
         self.inner = inner if inner is not None else self.make_inner()
         for kind in STATES:
-            own, theirs = tuple(getattr(type(self), kind)), tuple(getattr(self.inner, kind))
+            own, theirs = declared(type(self), kind, self.p), tuple(getattr(self.inner, kind))
             clash = set(own) & set(theirs)
             if clash:
                 raise ValueError(f"{type(self).__name__} state {sorted(clash)} clashes with {self.inner.name}'s")
@@ -229,7 +256,8 @@ class Wrapper(Algorithm):
 
     def init_state(self, x, num_rows):
         server, client = self.inner.init_state(x, num_rows)
-        own_server, own_client = zero_state(x, num_rows, type(self).server_state, type(self).client_state)
+        own_server, own_client = zero_state(x, num_rows, declared(type(self), "server_state", self.p),
+                                            declared(type(self), "client_state", self.p))
         return {**server, **own_server}, {**client, **own_client}
 
     def local_lrs(self, lr, K):
@@ -237,7 +265,7 @@ class Wrapper(Algorithm):
 
     def client_init(self, ctx):
         y, local = self.inner.client_init(ctx)
-        return y, {**local, **{n: y.new_zeros(y.shape) for n in type(self).local_state}}
+        return y, {**local, **{n: y.new_zeros(y.shape) for n in declared(type(self), "local_state", self.p)}}
 
     def grad_point(self, ctx, step, y, local):
         return self.inner.grad_point(ctx, step, y, local)

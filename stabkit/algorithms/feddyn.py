@@ -16,7 +16,7 @@ With server=analysis and lam = 0, FedDyn is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.base import Algorithm, Given, HParams, choice, descend, hp
 from stabkit.algorithms.rules import client_delta, server_step
 from stabkit.errors import require
 
@@ -42,10 +42,7 @@ class FedDyn(Algorithm):
     params_cls = FedDynParams
     server_state = ("h",)
     client_state = ("h_i",)
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.local_state = ("anchor",) if self.p.anchor == "start" else ()
+    local_state = Given("anchor", {"start": ("anchor",)})
 
     def _anchor(self, ctx, local):
         return local["anchor"] if self.p.anchor == "start" else ctx.x_clients

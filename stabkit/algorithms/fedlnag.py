@@ -15,7 +15,7 @@ FedAvg bit for bit in every form.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.base import Algorithm, Given, HParams, choice, descend, hp
 from stabkit.algorithms.rules import client_delta, on_clients, server_step
 
 
@@ -38,10 +38,7 @@ class FedLNAG(Algorithm):
     reference = "Yu, Jin & Yang 2019, ICML; FedSAGD paper App. C.5 (fedsagd.md §2.5)"
     params_cls = FedLNAGParams
     local_state = ("m",)
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.server_state = ("u",) if self.p.momentum_sync == "average" else ()
+    server_state = Given("momentum_sync", {"average": ("u",)})
 
     def client_init(self, ctx):
         y, local = super().client_init(ctx)  # m = 0 (reset)

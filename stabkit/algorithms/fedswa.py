@@ -34,7 +34,7 @@ FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same cla
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
+from stabkit.algorithms.base import Algorithm, Given, HParams, choice, descend, hp
 from stabkit.algorithms.rules import (client_delta, full_gradient_at_x, gradient_units, on_clients,
                                       server_step)
 
@@ -106,11 +106,8 @@ class FedMoSWA(SWAServer):
     params_cls = FedMoSWAParams
     server_state = ("m",)
     client_state = ("c",)
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        # the round's c_i and m (the carried ones unless this round sets them before the local steps)
-        self.local_state = ("c", "m", "c_up") if self.p.option == "I_same_round" else ("c", "m")
+    # the round's c_i and m (the carried ones unless this round sets them before the local steps)
+    local_state = Given("option", {"I_same_round": ("c", "m", "c_up")}, otherwise=("c", "m"))
 
     def _grad_init(self, ctx) -> bool:
         return self.p.init == "grad" and ctx.t == 0

@@ -199,7 +199,8 @@ class PairedEngine:
             num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
         self.grad_evals = 0
         algo = self.algo
-        y, local = self._declared(algo.client_init(ctx))
+        y, local = algo.client_init(ctx)
+        self._declared("local_state", local)
         start = y
         norms, local_disc = [], []
         for k in range(cfg.local_steps):
@@ -212,25 +213,26 @@ class PairedEngine:
             y = self._decay(step, y_new, y)
         if track_local:
             local_disc.append((cfg.local_steps, *_local_discrepancy(y)))
-        uploads, new_client = algo.client_final(ctx, start, *self._declared((y, local)))
+        uploads, new_client = algo.client_final(ctx, start, y, self._declared("local_state", local))
         means = {name: u.mean(dim=2) for name, u in uploads.items()}
-        for name, value in new_client.items():
+        for name, value in self._declared("client_state", new_client).items():
             self.client_state[name][at_rows] = value
         self.x, new_server = algo.server_update(ctx, means)
-        self.server = {**self.server, **new_server}
+        self.server = {**self.server, **self._declared("server_state", new_server)}  # the carried order
         norms = torch.stack(norms)  # [K, R, 2, s]
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
         return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
                            self.grad_evals / cfg.local_steps, y if keep_clients else None)
 
-    def _declared(self, y_local: tuple) -> tuple:
-        """``(y, local)`` unchanged, after checking that ``local`` holds exactly the declared local state."""
-        local = y_local[1]
-        if local.keys() != set(self.algo.local_state):
-            raise TypeError(f"{self.algo.name}: local state {sorted(local)} differs from its declared "
-                            f"local_state {sorted(self.algo.local_state)}")
-        return y_local
+    def _declared(self, kind: str, state: dict) -> dict:
+        """``state`` unchanged, after checking that it holds exactly the algorithm's declared ``kind``
+        (``local_state``, ``client_state`` or ``server_state``): every hook returns its state whole."""
+        names = getattr(self.algo, kind)
+        if state.keys() != set(names):
+            raise TypeError(f"{self.algo.name}: {kind.replace('_', ' ')} {sorted(state)} differs from its "
+                            f"declared {kind} {sorted(names)}")
+        return state
 
     def discrepancy(self) -> np.ndarray:
         """||x_t - x'_t||_2 per pair."""

@@ -58,30 +58,8 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
     ``data``, the per-sample ``weights [N]`` over all flat training samples with which sum_n w_n loss_n = f
     (trajectory A of pair 0: ``Evaluator.population_weights(0)``), ``snapshots`` (flat parameter vectors of
     that trajectory) and the logged metrics ``df``."""
-    out = {}
-    out["theta_max"] = float(np.nanmax(df["theta_max"])) if "theta_max" in df else None
-    out["theta_rms"] = float(np.sqrt(np.nanmean(df["theta_rms"] ** 2))) if "theta_rms" in df else None
-    train = df.dropna(subset=["train_loss_a"])
-    f = train.groupby("round")["train_loss_a"].mean()
-    g2 = train.groupby("round")["grad_norm_sq_a"].mean()
-    out["f_star"] = float(f.min())
-    out["F0"] = float(f.iloc[0] - f.min())
-    out["L_G"] = float(np.sqrt(g2.max()))
-    excess = f - f.min()
-    ok = excess > 1e-8 * max(1.0, abs(f.min()))
-    out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
-
-    keep = torch.nonzero(weights > 0).flatten()
-    if len(keep) > MAX_SAMPLES:  # a fixed subset of every client's samples, reweighted per client
-        sub = keep_per_owner(data.flat_owner[keep].cpu().numpy(), data.origin, MAX_SAMPLES / len(keep), cfg.seed,
-                             "constants")
-        keep = keep[torch.as_tensor(sub, device=keep.device)]
-        owners = data.flat_owner[keep]
-        counts = torch.bincount(owners, minlength=data.num_rows).to(weights.dtype)
-        w_all = 1.0 / (counts[owners] * int((counts > 0).sum()))
-    else:
-        owners = data.flat_owner[keep]
-        w_all = weights[keep]
+    out = _from_metrics(df)
+    keep, owners, w_all = _samples(data, weights, cfg.seed)
     x_all, y_all = data.flat_x[keep], data.flat_y[keep]
     clients = np.unique(owners.cpu().numpy())
     chosen = clients[np.linspace(0, len(clients) - 1, min(max_clients, len(clients))).round().astype(int)]
@@ -108,3 +86,35 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
     out.update(L=L + cfg.weight_decay, sigma_l2=sl2, sigma_l2_sample=sl2_1, sigma_g2=sg2, sigma_g2_mean=sg2_mean,
                G=G, U=U, snapshots=len(snapshots), samples=len(keep))
     return out
+
+
+def _from_metrics(df: pd.DataFrame) -> dict:
+    """The constants the logged metrics give: Θ (max, rms), f*, F0, L_G and the PL constant μ."""
+    out = {}
+    out["theta_max"] = float(np.nanmax(df["theta_max"])) if "theta_max" in df else None
+    out["theta_rms"] = float(np.sqrt(np.nanmean(df["theta_rms"] ** 2))) if "theta_rms" in df else None
+    train = df.dropna(subset=["train_loss_a"])
+    f = train.groupby("round")["train_loss_a"].mean()
+    g2 = train.groupby("round")["grad_norm_sq_a"].mean()
+    out["f_star"] = float(f.min())
+    out["F0"] = float(f.iloc[0] - f.min())
+    out["L_G"] = float(np.sqrt(g2.max()))
+    excess = f - f.min()
+    ok = excess > 1e-8 * max(1.0, abs(f.min()))
+    out["mu_pl"] = float((g2[ok] / (2 * excess[ok])).min()) if ok.any() else None
+    return out
+
+
+def _samples(data: FederatedData, weights: torch.Tensor, seed: int) -> tuple:
+    """``(keep, owners, w)``: the flat training samples the estimates use (those of positive weight, or a fixed
+    subset of every client's samples reweighted per client when there are more than ``MAX_SAMPLES``), their
+    owners and weights."""
+    keep = torch.nonzero(weights > 0).flatten()
+    if len(keep) > MAX_SAMPLES:  # a fixed subset of every client's samples, reweighted per client
+        sub = keep_per_owner(data.flat_owner[keep].cpu().numpy(), data.origin, MAX_SAMPLES / len(keep), seed,
+                             "constants")
+        keep = keep[torch.as_tensor(sub, device=keep.device)]
+        owners = data.flat_owner[keep]
+        counts = torch.bincount(owners, minlength=data.num_rows).to(weights.dtype)
+        return keep, owners, 1.0 / (counts[owners] * int((counts > 0).sum()))
+    return keep, data.flat_owner[keep], weights[keep]

@@ -47,12 +47,11 @@ from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
-from stabkit.store.checkpoint import load_checkpoint, save_checkpoint
+from stabkit.store.checkpoint import load_checkpoint
 from stabkit.run.evalbudget import plan_evaluation
-from stabkit.store.metricslog import AppendLog
-from stabkit.store.atomic import atomic_write_json
+from stabkit.run.writer import RunWriter
 from stabkit.store.runstore import prepare_run_dir
-from stabkit.store.saved_models import TRAJ, parse_save_spec, save_models
+from stabkit.store.saved_models import TRAJ
 from stabkit.store.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task, check_task
@@ -247,8 +246,7 @@ class PairedRun:
         snapshots = {0: self.engine.x[0, 0].clone()}
         self._log_initial()
         self._sharpness(0, None, out)
-        if 0 in self._save_rounds:
-            self._save_models(out, 0)
+        self._save_models(0)
         return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
@@ -266,25 +264,22 @@ class PairedRun:
         self._open(out, json.loads((out / "config.json").read_text()).get("label"))
         rec = RoundRecord(**ck["record"])
         if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
-            self.metrics.truncate(ck["metrics_rows"])
-            self.local.truncate(ck["local_rows"])
+            self.writer.rewind(ck["metrics_rows"], ck["local_rows"])
             self._log(t, rec, self._evaluates(t))
         else:  # round t's rows are logged as an uninterrupted run logs them: keep them
-            self.metrics.truncate(ck["metrics_rows"] + self.cfg.pairs)
-            self.local.truncate(ck["local_rows"] + len(rec.local) * self.cfg.pairs)
+            self.writer.rewind(ck["metrics_rows"] + self.cfg.pairs, ck["local_rows"] + len(rec.local) * self.cfg.pairs)
         return self._run_rounds(out, t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
 
     def _open(self, out: Path, label: Optional[str]) -> None:
-        """config.json (with the chosen evaluation schedule) and the metric logs of ``out``."""
+        """The writer of ``out``: config.json (with the chosen evaluation schedule and the run's facts) and
+        the metric logs."""
         cfg = self.cfg
         facts = {"hp_resolved": resolve_hp(cfg.algo, cfg.hp), "versions": versions(), "device_used": str(self.device),
                  "threads": self.threads, "d": self.model.d,
                  "n_min": int(self.data.n_np[: self.task.num_train_clients].min())}
         facts.update({"label": label} if label else {})
-        atomic_write_json(out / "config.json", {**cfg.to_dict(), **facts})
-        self.metrics, self.local = AppendLog(out / "metrics.csv"), AppendLog(out / "local.csv")
-        rounds = self.cfg.rounds
-        self._save_rounds = {t for t in range(rounds + 1) if parse_save_spec(self.cfg.save_models, rounds)(t)}
+        self.writer = RunWriter(out, cfg, self.times)
+        self.writer.open(facts)
 
     def _run_rounds(self, out: Path, first: int, snapshots: dict, progress, last_rec=None) -> dict:
         cfg, eng = self.cfg, self.engine
@@ -307,10 +302,9 @@ class PairedRun:
                 if t in snapshot_rounds:
                     snapshots[t] = eng.x[0, 0].clone()
                 self.times["wall_s"] = wall_before + time.perf_counter() - session_start
-                if t in self._save_rounds:
-                    self._save_models(out, t)
+                self._save_models(t)
                 if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
-                    self._checkpoint(out, t, rec, snapshots)
+                    self._checkpoint(t, rec, snapshots)
                 elif t % FLUSH_EVERY == 0:
                     self._flush()
                 in_round = False  # from here to the next round's start the state is consistent and saved
@@ -319,7 +313,7 @@ class PairedRun:
         except KeyboardInterrupt:
             status, self.interrupted = "interrupted", f"round {done + 1}"
             if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
-                self._checkpoint(out, done, rec, snapshots)
+                self._checkpoint(done, rec, snapshots)
         finally:
             torch.use_deterministic_algorithms(previous)
         self.times["wall_s"] = wall_before + time.perf_counter() - session_start
@@ -339,7 +333,7 @@ class PairedRun:
             try:
                 estimated = estimate_constants(self.cfg, self.model, self.data, weights,
                                                [snapshots[r] for r in rounds], df)
-                atomic_write_json(out / "constants.json", {**estimated, "snapshot_rounds": rounds})
+                self.writer.constants(estimated, rounds)
                 constants = "estimated"
             except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
                 status, interrupted = "interrupted", "constants estimation"
@@ -354,7 +348,7 @@ class PairedRun:
         summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
                            "constants_share": times["constants_s"] / total if total else 0.0}
         summary["evaluation"] = self.describe_evaluation()
-        atomic_write_json(out / "summary.json", summary)
+        self.writer.summary(summary)
         return summary
 
     def _sharpness(self, t: int, rec, out: Path) -> None:
@@ -363,25 +357,16 @@ class PairedRun:
 
     def _flush(self) -> None:
         rows, local, self.rows, self.local_rows = self.rows, self.local_rows, [], []
-        self.metrics.append(rows)
-        self.local.append(local)
+        self.writer.flush(rows, local)
 
-    def _save_models(self, out: Path, t: int) -> None:
-        start = time.perf_counter()
-        save_models(out, t, self.engine.x, self.model.names, self.model.shapes)
-        self.times["checkpoint_s"] += time.perf_counter() - start
+    def _save_models(self, t: int) -> None:
+        self.writer.save_models(t, self.engine.x, self.model.names, self.model.shapes)
 
-    def _checkpoint(self, out: Path, t: int, rec, snapshots: dict) -> None:
+    def _checkpoint(self, t: int, rec, snapshots: dict) -> None:
         """Flush the logs and save the state after round t (with the log positions before round t)."""
-        start = time.perf_counter()
         self._flush()
-        eng, local_t = self.engine, len(rec.local) if rec is not None else 0
-        save_checkpoint(out, {
-            "round": t, "rounds": self.cfg.rounds, "x": eng.x, "server": eng.server, "client_state": eng.client_state,
-            "record": dataclasses.asdict(rec), "snapshots": snapshots,
-            "metrics_rows": self.metrics.rows - self.cfg.pairs, "local_rows": self.local.rows - local_t * self.cfg.pairs,
-            "times": dict(self.times)})
-        self.times["checkpoint_s"] += time.perf_counter() - start
+        eng = self.engine
+        self.writer.checkpoint(t, {"x": eng.x, "server": eng.server, "client_state": eng.client_state}, rec, snapshots)
 
 
 def rebuilt_engine(cfg: RunConfig) -> PairedEngine:

@@ -35,7 +35,7 @@ def _rounds(cfg: RunConfig):
     """A paired run of ``cfg``, yielding ``(t, run)`` after each round t = 1..T."""
     run = PairedRun(cfg)
     for t in range(cfg.rounds):
-        run.engine.step(t)
+        run.step()
         yield t + 1, run
 
 

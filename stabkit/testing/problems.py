@@ -91,5 +91,5 @@ def reference_rounds(rounds: int, local_step: Callable, server_step: Callable, s
 def run_rounds(run: PairedRun, rounds: int) -> np.ndarray:
     """Run ``rounds`` rounds of a tiny run; trajectory A's global model of pair 0."""
     for t in range(rounds):
-        run.engine.step(t)
+        run.step()
     return run.engine.x[0, 0].numpy()

@@ -57,6 +57,6 @@ def test_client_perturbation_separates_the_runs(algo):
                                            ("mofedsam", 2.0), ("fedlesam", 1.0)])
 def test_gradient_evaluations_per_local_step(algo, expected):
     run = tiny_run(algo)
-    assert [run.engine.step(t).grad_evals for t in range(3)] == [expected] * 3
+    assert [run.step().grad_evals for t in range(3)] == [expected] * 3
     run = PairedRun(RunConfig(algo=algo, rounds=2, pairs=1, local_steps=3))
-    assert [run.engine.step(t).grad_evals for t in range(2)] == [expected] * 2
+    assert [run.step().grad_evals for t in range(2)] == [expected] * 2

@@ -61,7 +61,7 @@ def test_feddyn_with_ri_anchor(anchor, aggregation):
             last[i] = y
         h = h - lam * (2 / 2) * np.mean(ds, axis=0)
         x = x + np.mean(ups, axis=0) - h / lam
-        run.engine.step(t)
+        run.step()
         np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
         np.testing.assert_allclose(pair0(run.engine.server["h"]), h, rtol=0, atol=1e-12)
     other = tiny_run("feddyn", {"lam": lam, "anchor": "x_t" if anchor == "start" else "start"}, rounds=3,

@@ -29,7 +29,7 @@ def test_fedinit_three_rounds_with_a_stale_client(aggregation):
             ups.append(y - x if aggregation == "model_avg" else y - start)
             last[i] = y
         x = x + eta * np.mean(ups, axis=0)
-        run.engine.step(t)
+        run.step()
         np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
         state = run.engine.client_state["ri_last"][0, 0]
         for j in range(3):

@@ -23,7 +23,7 @@ def test_fedswa_schedule_and_server_alpha():
         lrs = swa_lrs(LR * decay ** t, rho)
         ys = [local_sgd(lambda y: grad(i, y), x, lrs) for i in (0, 1)]
         x = x + eta * alpha * (np.mean(ys, axis=0) - x)
-        run.engine.step(t)
+        run.step()
     np.testing.assert_allclose(lrs, [0.09, 0.09 * 0.65], rtol=0, atol=1e-15)
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
 
@@ -71,7 +71,7 @@ def test_fedmoswa_three_rounds_with_a_stale_client(option, init, denominator):
             m = m + g_t * np.mean(ups, axis=0)
         c.update(cps)
         x = x + eta * alpha * (np.mean(ys, axis=0) - x)
-        run.engine.step(t)
+        run.step()
         np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
         np.testing.assert_allclose(run.engine.server["m"][0, 0].numpy(), m, rtol=0, atol=1e-12)
         state = run.engine.client_state["c"][0, 0]

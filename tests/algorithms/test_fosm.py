@@ -17,7 +17,7 @@ def test_fosm_three_rounds_libra_convention():
         d = x - np.mean(ys, axis=0)
         m = beta * m + nu * d
         x = x - eta * m
-        run.engine.step(t)
+        run.step()
         np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
         np.testing.assert_allclose(run.engine.server["m"][0, 0].numpy(), m, rtol=0, atol=1e-12)
     assert np.abs(m).max() > 0.05
@@ -33,7 +33,7 @@ def test_fedavgm_agrees_with_fedsagd_spec_sign_convention():
         ys = [local_sgd(lambda y: grad(i, y), x, [LR] * K) for i in (0, 1)]
         m_s = beta * m_s + np.mean([y - x for y in ys], axis=0)
         x = x + eta * m_s
-        run.engine.step(t)
+        run.step()
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run.engine.server["m"][0, 0].numpy(), -m_s, rtol=0, atol=1e-12)
 
@@ -48,7 +48,7 @@ def test_fosm_ema_is_an_ema_of_d():
         ds.append(x - np.mean(ys, axis=0))
         m = sum((1 - beta) * beta ** (t - tau) * ds[tau] for tau in range(t + 1))
         x = x - 1.0 * m
-        run.engine.step(t)
+        run.step()
         np.testing.assert_allclose(run.engine.server["m"][0, 0].numpy(), m, rtol=0, atol=1e-12)
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
 
@@ -60,7 +60,7 @@ def test_fosm_second_order_recursion():
     run = tiny_run("fosm", {"beta": beta, "nu": nu}, global_lr=eta)
     xs = [pair0(run.engine.x).copy()]
     for t in range(4):
-        run.engine.step(t)
+        run.step()
         xs.append(pair0(run.engine.x).copy())
     for t in range(1, 4):
         x = xs[t]

@@ -27,7 +27,7 @@ def test_mimelite_three_rounds_full_gradient_at_x_t(placement):
         x = np.mean(ys, axis=0)
         m = (1 - beta) * np.mean(Gs, axis=0) + beta * m
     run = tiny_run("mimelite", {"beta": beta}, weight_decay=wd, weight_decay_placement=placement)
-    evals = [run.engine.step(t).grad_evals for t in range(3)]
+    evals = [run.step().grad_evals for t in range(3)]
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
     np.testing.assert_allclose(pair0(run.engine.server["m"]), m, rtol=0, atol=1e-12)
     assert evals == [(K + 1) / K] * 3  # K local gradients + one full gradient at x_t per round

@@ -47,7 +47,7 @@ def fedavg_trajectory():
     ref = PairedRun(RunConfig(algo="fedavg", **REDUCTION_RUN))
     xs = []
     for t in range(REDUCTION_RUN["rounds"]):
-        ref.engine.step(t)
+        ref.step()
         xs.append(ref.engine.x.clone())
     assert ref.engine.discrepancy().min() > 0
     return xs
@@ -57,7 +57,7 @@ def fedavg_trajectory():
 def test_reductions_to_fedavg_are_bitwise(algo, hp, fedavg_trajectory):
     other = PairedRun(RunConfig(algo=algo, hp=hp, **REDUCTION_RUN))
     for t, x in enumerate(fedavg_trajectory):
-        other.engine.step(t)
+        other.step()
         assert torch.equal(x, other.engine.x), f"differs after round {t}"
 
 
@@ -65,9 +65,9 @@ def test_scaffold_first_round_is_fedavg_bitwise_then_differs(fedavg_trajectory):
     """SCAFFOLD's corrections are zero at t = 0: its first round is FedAvg's bit for bit; later rounds differ."""
     xs = fedavg_trajectory
     run = PairedRun(RunConfig(algo="scaffold", **REDUCTION_RUN))
-    run.engine.step(0)
+    run.step()
     assert torch.equal(xs[0], run.engine.x)
-    run.engine.step(1)
+    run.step()
     assert not torch.equal(xs[1], run.engine.x)
 
 
@@ -77,5 +77,5 @@ def test_non_reductions_differ(algo, hp, fedavg_trajectory):
     """Controls: FedAdam with beta2 < 1 and FedCM's gradient-unit server are not FedAvg."""
     xs = fedavg_trajectory
     run = PairedRun(RunConfig(algo=algo, hp=hp, **REDUCTION_RUN))
-    run.engine.step(0)
+    run.step()
     assert not torch.equal(xs[0], run.engine.x)

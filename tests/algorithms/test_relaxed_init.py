@@ -23,7 +23,7 @@ def test_ri_run_option_on_fedprox(aggregation):
             ups.append(y - x if aggregation == "model_avg" else y - start)
             last[i] = y
         x = x + np.mean(ups, axis=0)
-        run.engine.step(t)
+        run.step()
     assert run.algo.name == "fedprox+ri"
     np.testing.assert_allclose(pair0(run.engine.x), x, rtol=0, atol=1e-12)
 

@@ -46,7 +46,7 @@ def test_scaffold_three_rounds_unequal_sizes_partial_participation_and_field_bug
     c_hist = []
     for t in range(rounds):
         before = run.engine.client_state["c_i"][0, 0].clone()
-        run.engine.step(t)
+        run.step()
         after = run.engine.client_state["c_i"][0, 0]
         for i in set(range(3)) - set(samples[t]):
             assert torch.equal(before[i], after[i]), f"unsampled client {i} changed in round {t}"

@@ -1,0 +1,69 @@
+"""``RunWriter``: puts one paired run on disk, so that ``PairedRun`` only runs and logs rounds.
+
+It writes ``config.json`` (the configuration and the run's facts), appends the logged rows to ``metrics.csv``
+and ``local.csv`` (``stabkit.store.metricslog``), saves the global models of the rounds ``--save-models``
+asks for, checkpoints the whole state (``stabkit.store.checkpoint``), and writes ``constants.json`` and
+``summary.json``; every file atomically (``stabkit.store.atomic``). Time spent saving models and
+checkpoints is added to the run's ``times['checkpoint_s']``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from stabkit.config.runconfig import RunConfig
+from stabkit.store.atomic import atomic_write_json
+from stabkit.store.checkpoint import save_checkpoint
+from stabkit.store.metricslog import AppendLog
+from stabkit.store.saved_models import parse_save_spec, save_models
+
+
+class RunWriter:
+    """The files of the run directory ``out`` of the run ``cfg``; ``times``: the run's time accounts."""
+
+    def __init__(self, out: Path, cfg: RunConfig, times: dict):
+        self.out, self.cfg, self.times = Path(out), cfg, times
+        wants = parse_save_spec(cfg.save_models, cfg.rounds)
+        self.save_rounds = {t for t in range(cfg.rounds + 1) if wants(t)}
+        self.metrics = self.local = None
+
+    def open(self, facts: dict) -> None:
+        """Write config.json (``cfg`` and the run's ``facts``) and open the metric logs (continuing existing ones)."""
+        atomic_write_json(self.out / "config.json", {**self.cfg.to_dict(), **facts})
+        self.metrics, self.local = AppendLog(self.out / "metrics.csv"), AppendLog(self.out / "local.csv")
+
+    def rewind(self, metrics_rows: int, local_rows: int) -> None:
+        """Cut the logs back to their first rows (resume continues from a checkpoint's position)."""
+        self.metrics.truncate(metrics_rows)
+        self.local.truncate(local_rows)
+
+    def flush(self, rows: list, local_rows: list) -> None:
+        """Append the logged rows (DataFrames) of the rounds since the last flush."""
+        self.metrics.append(rows)
+        self.local.append(local_rows)
+
+    def save_models(self, t: int, x, names: list, shapes: list) -> None:
+        """Save the global models ``x [R, 2, d]`` after round t if ``--save-models`` asks for round t."""
+        if t in self.save_rounds:
+            start = time.perf_counter()
+            save_models(self.out, t, x, names, shapes)
+            self.times["checkpoint_s"] += time.perf_counter() - start
+
+    def checkpoint(self, t: int, state: dict, rec, snapshots: dict) -> None:
+        """Save the run's ``state`` after round t (``x``, ``server``, ``client_state``), its record ``rec`` and
+        parameter ``snapshots``, with the log positions before round t; the logs must be flushed."""
+        start = time.perf_counter()
+        pairs, local_t = self.cfg.pairs, len(rec.local) if rec is not None else 0
+        save_checkpoint(self.out, {
+            "round": t, "rounds": self.cfg.rounds, **state, "record": dataclasses.asdict(rec), "snapshots": snapshots,
+            "metrics_rows": self.metrics.rows - pairs, "local_rows": self.local.rows - local_t * pairs,
+            "times": dict(self.times)})
+        self.times["checkpoint_s"] += time.perf_counter() - start
+
+    def constants(self, estimated: dict, rounds: list) -> None:
+        atomic_write_json(self.out / "constants.json", {**estimated, "snapshot_rounds": rounds})
+
+    def summary(self, summary: dict) -> None:
+        atomic_write_json(self.out / "summary.json", summary)
+
