@@ -1,12 +1,16 @@
-"""Throughput benchmark of the paired engine against a per-client loop (issue 5). One command:
+"""Throughput benchmark of the paired engine against a per-client loop (issues 5, 20). One command:
 
-    .venv/bin/python benchmarks/run.py [--only W1,W3] [--reps 3] [--device cpu] [--json benchmarks/results.json]
+    .venv/bin/python benchmarks/run.py [--only W1,W3] [--reps 3] [--threads 1,2] [--device cpu] [--json benchmarks/results.json]
 
 Each workload (``benchmarks/workloads.py``) runs in its own process (so peak RSS is per workload). In
-that process stabkit at every pair count and the baseline (``benchmarks/baseline.py``) are timed
-alternately, ``--reps`` times, and medians are reported; the fp32 GEMM peak is measured in the same
-process. FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Prints a
-table and writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
+that process, at every thread count of ``--threads`` (1 and 2 by default), stabkit at every pair count and
+the baseline (``benchmarks/baseline.py``) are timed alternately, ``--reps`` times, and medians are reported;
+the ratio of a row is against the baseline at *its best* thread count, measured in the same process (the
+honest anchor: a per-client loop is often fastest on one thread). stabkit's engine takes the thread count
+as its cap (its policy keeps tiny ops on one thread, ``stabkit.engine.threads``). The fp32 GEMM peak is
+measured at each thread count in the same process and each row's %peak is against its own thread count's
+peak. FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Prints a table
+and writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import resource
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -29,21 +34,21 @@ from stabkit.run.experiment import PairedRun  # noqa: E402
 from stabkit.store.atomic import atomic_write_json  # noqa: E402
 
 
-def gemm_peak(device: str, reps: int = 5) -> float:
-    """Best fp32 GEMM GFLOP/s measured now: on the CPU over 1 thread and torch's default thread count
-    (n=1024), on a GPU with n=8192 (TF32 off, torch's default)."""
+def gemm_peak(device: str, threads: int = 1, reps: int = 5) -> float:
+    """Best fp32 GEMM GFLOP/s measured now: on the CPU at ``threads`` threads (n=1024), on a GPU with
+    n=8192 (TF32 off, torch's default)."""
     n = 8192 if device.startswith("cuda") else 1024
     best, default = 0.0, torch.get_num_threads()
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    for threads in sorted({1, default}) if n == 1024 else [default]:
+    if n == 1024:
         torch.set_num_threads(threads)
+    torch.mm(a, b)
+    for _ in range(reps):
+        sync()
+        start = time.perf_counter()
         torch.mm(a, b)
-        for _ in range(reps):
-            sync()
-            start = time.perf_counter()
-            torch.mm(a, b)
-            sync()
-            best = max(best, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
+        sync()
+        best = max(best, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
     torch.set_num_threads(default)
     return best
 
@@ -120,56 +125,94 @@ def scaling(w, task, reps: int, rounds: int) -> dict:
     return out
 
 
-def measure(name: str, scale: float, reps: int, device: str) -> dict:
+def measure(name: str, scale: float, reps: int, device: str, thread_counts: tuple = (1, 2)) -> dict:
     """Everything reported for one workload (runs in its own process)."""
     w = workloads(scale, device)[name]
     task = w.task()
     torch.use_deterministic_algorithms(True)  # as PairedRun.run does
-    peak = gemm_peak(device)
+    if device.startswith("cuda"):
+        thread_counts = (torch.get_num_threads(),)  # the host threads hardly matter on a GPU
+    peaks = {n: gemm_peak(device, n) for n in thread_counts}
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()  # the GEMM's 800 MB are not the workload's
     runs = {R: Stepper(PairedRun(w.config(R), task=task)) for R in w.pairs}
     cfg = w.config(1)
     any_run = next(iter(runs.values())).run
     fps = any_run.model.flops_per_sample(any_run.data.x[0, :1], any_run.data.y[0, :1])
-    contestants = {f"stabkit_{R}": s.step_and_eval if w.evaluate else s.step for R, s in runs.items()}
+    contestants = {(f"stabkit_{R}", n): (_at_threads(n, s, s.step_and_eval if w.evaluate else s.step), s)
+                   for n in thread_counts for R, s in runs.items()}
     if w.baseline:
-        base = PerClientLoop(cfg, task, fps)
-        contestants["baseline"] = base.round
-    for fn in contestants.values():  # warm-up round
+        base = PerClientLoop(cfg, task)
+        contestants.update({("baseline", n): (_at_threads(n, None, base.round), None) for n in thread_counts})
+    for fn, _ in contestants.values():  # warm-up round
         fn()
-    for s in runs.values():
-        s.eval_s.clear()
     times = {k: [] for k in contestants}
+    evals = {k: [] for k in contestants}  # evaluation seconds of the rounds timed under each key
     for _ in range(reps):
-        for k, fn in contestants.items():
+        for k, (fn, stepper) in contestants.items():
+            if stepper is not None:
+                stepper.eval_s.clear()
             times[k].append(timed(fn, w.rounds))
+            if stepper is not None:
+                evals[k].extend(stepper.eval_s)
     result = {"workload": name, "description": w.description, "d": any_run.model.d,
-              "flops_per_sample": fps, "gemm_peak_gflops": peak, "rows": []}
-    for R, s in runs.items():
-        c = s.run.cfg
-        per_round = np.array(times[f"stabkit_{R}"])
-        eval_s = float(np.median(s.eval_s)) if s.eval_s else 0.0
-        step_s = per_round - eval_s  # the timed calls include evaluation where it is measured
-        row = {"pairs": R, "round_s": float(np.median(step_s)), "rounds_per_s": float(np.median(1 / step_s)),
-               "traj_rounds_per_s": float(np.median(2 * R / step_s)),
-               "client_steps_per_s": float(np.median(2 * R * c.sampled_clients * c.local_steps / step_s)),
-               "eval_s": eval_s, "eval_fraction": eval_s / (eval_s + float(np.median(step_s)))}
-        row["gflops"] = row["client_steps_per_s"] * c.batch_size * fps / 1e9
-        row["peak_fraction"] = row["gflops"] / peak
-        if w.baseline:
-            b = np.array(times["baseline"])
-            row["baseline_rounds_per_s"] = float(np.median(1 / b))
-            row["ratio"] = float(np.median(b * 2 * R / step_s))  # traj-rounds/s over baseline rounds/s, per rep
-        result["rows"].append(row)
+              "flops_per_sample": fps, "gemm_peak_gflops": max(peaks.values()),
+              "gemm_peak_by_threads": {str(n): p for n, p in peaks.items()}, "rows": []}
+    if w.baseline:
+        base_rps = {n: float(np.median(1 / np.array(times[("baseline", n)]))) for n in thread_counts}
+        best_n = max(base_rps, key=base_rps.get)
+        result["baseline_rounds_per_s"] = {str(n): v for n, v in base_rps.items()}
+        result["baseline_best_threads"] = best_n
+    for n in thread_counts:
+        for R, s in runs.items():
+            c = s.run.cfg
+            per_round = np.array(times[(f"stabkit_{R}", n)])
+            eval_s = float(np.median(evals[(f"stabkit_{R}", n)])) if evals[(f"stabkit_{R}", n)] else 0.0
+            step_s = per_round - eval_s  # the timed calls include evaluation where it is measured
+            row = {"pairs": R, "threads": n, "round_s": float(np.median(step_s)),
+                   "rounds_per_s": float(np.median(1 / step_s)),
+                   "traj_rounds_per_s": float(np.median(2 * R / step_s)),
+                   "client_steps_per_s": float(np.median(2 * R * c.sampled_clients * c.local_steps / step_s)),
+                   "eval_s": eval_s, "eval_fraction": eval_s / (eval_s + float(np.median(step_s)))}
+            row["gflops"] = row["client_steps_per_s"] * c.batch_size * fps / 1e9
+            row["peak_fraction"] = row["gflops"] / peaks[n]
+            if w.baseline:
+                b = np.array(times[("baseline", best_n)])
+                row["baseline_rounds_per_s"] = base_rps[best_n]
+                row["baseline_threads"] = best_n
+                row["ratio"] = float(np.median(b * 2 * R / step_s))  # traj-rounds/s over best baseline r/s, per rep
+            result["rows"].append(row)
     if w.scaling:
-        result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
+        with _threads(max(thread_counts)):
+            result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
     if w.evaluate:
-        result["eval_knobs"] = eval_knobs(w, task, reps, result["rows"][-1])
+        with _threads(max(thread_counts)):
+            result["eval_knobs"] = eval_knobs(w, task, reps, result["rows"][-1])
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if device.startswith("cuda"):
         result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
     return result
+
+
+@contextmanager
+def _threads(n: int):
+    """torch's intra-op threads set to n for the block."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _at_threads(n: int, stepper, fn):
+    """``fn`` run with n intra-op threads; a stabkit stepper's engine takes n as its cap for large ops."""
+    def call():
+        if stepper is not None:
+            stepper.run.engine.threads = n
+        with _threads(n):
+            fn()
+    return call
 
 
 def machine() -> str:
@@ -188,23 +231,30 @@ def machine() -> str:
 
 
 def table(results: list) -> str:
-    head = (f"{'':<3} {'pairs':>5} {'rounds/s':>9} {'traj-r/s':>9} {'base r/s':>9} {'ratio':>6} "
+    head = (f"{'':<3} {'pairs':>5} {'thr':>3} {'rounds/s':>9} {'traj-r/s':>9} {'base r/s':>13} {'ratio':>6} "
             f"{'cl-steps/s':>10} {'GFLOP/s':>8} {'%peak':>6} {'eval%':>6} {'RSS MB':>7}")
     lines = [head]
     for res in results:
         for row in res["rows"]:
             base = row.get("baseline_rounds_per_s")
+            base_text = '-' if base is None else f"{base:.3g} ({row['baseline_threads']}t)"
             lines.append(
-                f"{res['workload']:<3} {row['pairs']:>5} {row['rounds_per_s']:>9.3g} {row['traj_rounds_per_s']:>9.3g} "
-                f"{'-' if base is None else f'{base:.3g}':>9} "
+                f"{res['workload']:<3} {row['pairs']:>5} {row.get('threads', '-'):>3} {row['rounds_per_s']:>9.3g} "
+                f"{row['traj_rounds_per_s']:>9.3g} {base_text:>13} "
                 f"{'-' if base is None else format(row['ratio'], '.1f') + 'x':>6} "
                 f"{row['client_steps_per_s']:>10.4g} {row['gflops']:>8.3g} {100 * row['peak_fraction']:>5.1f}% "
                 f"{'-' if not row['eval_s'] else format(100 * row['eval_fraction'], '.0f') + '%':>6} "
                 f"{res['peak_rss_mb']:>7.0f}")
     for res in results:
+        peaks = res.get("gemm_peak_by_threads", {})
+        peak_text = (", ".join(f"{p:.1f} ({n}t)" for n, p in peaks.items()) if peaks
+                     else f"{res['gemm_peak_gflops']:.1f}")
+        base_text = ""
+        if "baseline_rounds_per_s" in res:
+            base_text = ("; baseline r/s " + ", ".join(f"{v:.3g} ({n}t)" for n, v in res["baseline_rounds_per_s"].items()))
         lines.append(f"{res['workload']}: {res['description']}; d={res['d']}, "
                      f"{res['flops_per_sample'] / 1e6:.3g} MFLOP/sample (fwd+bwd), "
-                     f"GEMM peak {res['gemm_peak_gflops']:.1f} GFLOP/s"
+                     f"GEMM peak {peak_text} GFLOP/s{base_text}"
                      + (f", peak GPU memory {res['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in res else ""))
         if "eval_knobs" in res:
             lines.append("    evaluation share at the largest pair count: every round "
@@ -224,16 +274,18 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3, help="alternating repetitions (median reported)")
     ap.add_argument("--scale", type=float, default=1.0, help="shrink every workload (smoke test)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", default="1,2", help="comma-separated intra-op thread counts, both sides")
     ap.add_argument("--json", default="benchmarks/results.json")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: measure one workload
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.one, args.scale, args.reps, args.device)))
+        threads = tuple(int(n) for n in args.threads.split(","))
+        print(json.dumps(measure(args.one, args.scale, args.reps, args.device, threads)))
         return
     results = []
     for name in args.only.split(","):
         cmd = [sys.executable, __file__, "--one", name, "--scale", str(args.scale), "--reps", str(args.reps),
-               "--device", args.device]
+               "--device", args.device, "--threads", args.threads]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"workload {name} failed:\n{done.stderr[-3000:]}")

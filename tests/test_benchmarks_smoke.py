@@ -13,10 +13,14 @@ def test_benchmark_smoke(tmp_path, capsys):
     report = json.loads(out.read_text())
     (res,) = report["results"]
     assert res["workload"] == "W1" and res["flops_per_sample"] > 0 and res["gemm_peak_gflops"] > 0
-    assert [r["pairs"] for r in res["rows"]] == [1, 8]
+    assert [(r["pairs"], r["threads"]) for r in res["rows"]] == [(1, 1), (8, 1), (1, 2), (8, 2)]
+    best = res["baseline_best_threads"]
+    assert res["baseline_rounds_per_s"][str(best)] == max(res["baseline_rounds_per_s"].values())
+    assert set(res["gemm_peak_by_threads"]) == {"1", "2"}
     for row in res["rows"]:
         assert abs(row["traj_rounds_per_s"] / row["rounds_per_s"] - 2 * row["pairs"]) < 1e-9  # one rep: exact
         assert row["baseline_rounds_per_s"] > 0 and row["ratio"] > 0 and 0 < row["eval_fraction"] < 1
+        assert row["baseline_threads"] == best  # every ratio is against the baseline at its best thread count
     assert set(res["scaling"]) == {"clients_per_round", "local_steps"}
     knobs = res["eval_knobs"]
     assert set(knobs) == {"eval_every_2", "eval_every_5", "eval_every_10", "eval_fraction_0.5",
@@ -25,7 +29,7 @@ def test_benchmark_smoke(tmp_path, capsys):
     assert knobs["eval_every_10"] < knobs["eval_every_5"] < knobs["eval_every_2"] < res["rows"][-1]["eval_fraction"]
     assert res["peak_rss_mb"] > 0
     printed = capsys.readouterr().out
-    assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed
+    assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed and "(1t)" in printed
 
 
 def test_op_profile_smoke():

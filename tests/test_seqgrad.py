@@ -150,3 +150,28 @@ def test_runs_above_the_one_thread_threshold_are_deterministic(tmp_path):
     a = load_run(run_pair(cfg, out=tmp_path / "a")["out"]).select_dtypes("number").to_numpy()
     b = load_run(run_pair(cfg, out=tmp_path / "b")["out"]).select_dtypes("number").to_numpy()
     assert np.array_equal(a, b, equal_nan=True) and np.nanmax(a) > 0
+
+
+@pytest.mark.parametrize("classes", [2, 10, 26])
+def test_fused_softmax_gradient_equals_torch_func_in_float64(classes):
+    """softmax - one-hot, written out (no log_softmax), against torch.func's cross-entropy gradient: mean
+    and weighted losses, logits spread far enough that an unshifted exp would overflow float32."""
+    import torch.nn.functional as F
+    from torch.func import grad, vmap
+    from stabkit.engine.seqgrad import softmax_xent, softmax_xent_grad
+    torch.manual_seed(classes)
+    out = 40 * torch.randn(5, 7, classes, dtype=torch.float64)
+    y = torch.randint(0, classes, (5, 7))
+    w = torch.rand(5, 7, dtype=torch.float64)
+    mean_ref = vmap(grad(lambda o, t: F.cross_entropy(o, t)))(out, y)
+    weighted_ref = vmap(grad(lambda o, t, v: (F.cross_entropy(o, t, reduction="none") * v).sum() / v.sum()))(out, y, w)
+    mean = softmax_xent_grad(out, y, 1 / 7)
+    weighted = softmax_xent_grad(out, y, (w / w.sum(1, keepdim=True))[..., None])
+    for got, ref in ((mean, mean_ref), (weighted, weighted_ref)):
+        assert (got - ref).abs().max() <= 1e-16 and ref.abs().max() > 0.01
+    loss, dout, correct = softmax_xent(out, y)
+    assert (loss - F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(5, 7)).abs().max() <= 1e-12
+    assert (dout / 7 - mean_ref).abs().max() <= 1e-16
+    assert torch.equal(correct, (out.argmax(-1) == y).to(out.dtype))
+    big = softmax_xent_grad(torch.tensor([[[1e4, 0.0, -1e4]]]), torch.tensor([[1]]), 1.0)  # float32, no overflow
+    assert torch.equal(big, torch.tensor([[[1.0, -1.0, 0.0]]]))

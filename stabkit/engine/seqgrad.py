@@ -48,7 +48,7 @@ class Linear:
         w = theta[:, : self.out * self.inp].view(P, self.out, self.inp)
         b = theta[:, None, self.out * self.inp:] if self.bias else None
         y = torch.matmul(h, w.transpose(1, 2))  # [P, B, out]; a shared [N, in] broadcasts over models
-        return (y if b is None else y + b), "models", (h, w)
+        return (y if b is None else y.add_(b)), "models", (h, w)
 
     def backward(self, dh, saved, need_input):
         h, w = saved
@@ -199,29 +199,26 @@ class SeqGrad:
 
     def losses(self, out: torch.Tensor, y: torch.Tensor, metrics: bool = True):
         """Per-sample losses ``[P, B]``, their gradient w.r.t. the output (unweighted) and correctness;
-        ``metrics=False`` (the training hot path) skips the losses and correctness (returned as None)."""
+        ``metrics=False`` skips the losses and correctness (returned as None)."""
         if self.kind == "regression":
             diff = out[..., 0] - y
             if not metrics:
                 return None, diff[..., None], None
             return 0.5 * diff * diff, diff[..., None], torch.full_like(diff, math.nan)
-        logp = torch.log_softmax(out, dim=-1)
-        yy = y.expand(out.shape[:-1])[..., None]
-        dout = logp.exp()
-        dout.scatter_add_(-1, yy, torch.full_like(yy, -1, dtype=dout.dtype))
         if not metrics:
-            return None, dout, None
-        loss = -logp.gather(-1, yy)[..., 0]
-        correct = (out.argmax(-1) == yy[..., 0]).to(out.dtype)
-        return loss, dout, correct
+            return None, softmax_xent_grad(out, y, 1.0), None
+        return softmax_xent(out, y)
 
     def grads(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
               w: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Gradient of the mean (or ``w``-weighted mean) minibatch loss, per model: ``[P, d]``."""
         out, saved = self.forward(theta, x, batched=True)
-        _, dout, _ = self.losses(out, y, metrics=False)
         scale = 1.0 / out.shape[1] if w is None else (w / w.sum(1, keepdim=True))[..., None]
-        return self.backward(dout * scale, saved)
+        if self.kind == "regression":
+            dout = (out[..., :1] - y[..., None]) * scale
+        else:  # the 1/B (or weight) folded into the softmax normalisation: one op fewer per step
+            dout = softmax_xent_grad(out, y, scale)
+        return self.backward(dout, saved)
 
     def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
         """Shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss_n, per-sample losses, correctness."""
@@ -233,6 +230,36 @@ class SeqGrad:
         out, _ = self.forward(theta, x, batched=False)
         loss, _, correct = self.losses(out, y)
         return loss, correct
+
+
+def softmax_xent_grad(out: torch.Tensor, y: torch.Tensor, scale) -> torch.Tensor:
+    """``scale * (softmax(out) - onehot(y))`` over the last axis: the cross-entropy gradient w.r.t. the
+    logits ``out [..., C]`` for labels ``y`` (broadcast to ``out.shape[:-1]``), ``scale`` a float or a
+    tensor ``[..., 1]`` (1/B, or per-sample weights).
+
+    Written out instead of ``exp(log_softmax(out))``: torch 2.13's CPU ``log_softmax``/``softmax`` over a
+    last axis of 10 classes fall off a performance cliff (W1, [160, 10, 10] logits on one thread: 332 us for
+    the old log_softmax-exp-scatter sequence, 89 us for this one), and the shift by the row maximum keeps it
+    as safe from overflow as ``log_softmax``. Equal to ``torch.func``'s gradient to float rounding
+    (``tests/test_seqgrad.py``)."""
+    e = (out - out.amax(-1, keepdim=True)).exp_()
+    e.mul_(e.sum(-1, keepdim=True).reciprocal_().mul_(scale))
+    yy = y.expand(out.shape[:-1])[..., None]
+    minus = torch.full_like(yy, -scale, dtype=e.dtype) if isinstance(scale, float) else (-scale).expand(yy.shape)
+    return e.scatter_add_(-1, yy, minus)
+
+
+def softmax_xent(out: torch.Tensor, y: torch.Tensor):
+    """Per-sample cross-entropy losses, their (unscaled) gradient w.r.t. the logits and correctness, from one
+    shifted exponential (the same formulation as :func:`softmax_xent_grad`, no ``log_softmax``)."""
+    z = out - out.amax(-1, keepdim=True)
+    e = z.exp()
+    total = e.sum(-1, keepdim=True)
+    yy = y.expand(out.shape[:-1])[..., None]
+    loss = (total.log() - z.gather(-1, yy))[..., 0]
+    dout = e.div_(total).scatter_add_(-1, yy, torch.full_like(yy, -1, dtype=e.dtype))
+    correct = (out.argmax(-1) == yy[..., 0]).to(out.dtype)
+    return loss, dout, correct
 
 
 def compile_seq(module: nn.Module, kind: str) -> Optional[SeqGrad]:
