@@ -39,6 +39,16 @@ class SharpnessLog:
         self.objective = None
         self.frames = []
 
+    def resume(self, out, t: int) -> None:
+        """Continue the table of a resumed run: the rows measured up to round ``t`` (its checkpoint) are kept,
+        later ones are measured again (without this the first new round would rewrite the file without them)."""
+        from pathlib import Path
+
+        path = Path(out) / "sharpness.csv"
+        if path.is_file():
+            df = pd.read_csv(path)
+            self.frames = [df[df["round"] <= t]]
+
     def after_round(self, t: int, rec, out) -> None:
         """Measure round t if it is a sharpness round (and the state is finite); rewrite the files."""
         x = self.run.engine.x

@@ -34,7 +34,7 @@ from torch import nn
 from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.run.config import RunConfig
+from stabkit.run.config import RunConfig, resume_config  # noqa: F401 (resume_config: part of this API)
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import PairedEngine, RoundRecord
@@ -47,9 +47,10 @@ from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
-from stabkit.run.checkpoint import load_checkpoint, save_checkpoint
+from stabkit.run.checkpoint import save_checkpoint
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.metricslog import AppendLog
+from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.runstore import atomic_write_json, prepare_run_dir
 from stabkit.run.saved_models import parse_save_spec, save_models
 from stabkit.run.summary import summarize
@@ -246,21 +247,21 @@ class PairedRun:
         snapshots = {0: self.engine.x[0, 0].clone()}
         self._log_initial()
         self._sharpness(0, None, out)
-        if 0 in self._save_rounds:
+        if self._saves(0):
             self._save_models(out, 0)
         return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary."""
         out = Path(out)
-        ck = load_checkpoint(out, self.device)
+        ck = checked_checkpoint(self, out)  # checkpoint and logs consistent, or refused with nothing touched
         t = ck["round"]
-        require(t <= self.cfg.rounds, "rounds", self.cfg.rounds,
-                f"at least {t}: the checkpoint of {str(out)!r} is at round {t}")
         eng = self.engine
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
         self.t, self._initial_logged = t, True
         self.times.update(ck["times"])
+        if self.sharpness is not None:
+            self.sharpness.resume(out, t)
         (out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
         self._open(out, json.loads((out / "config.json").read_text()).get("label"))
         rec = RoundRecord(**ck["record"])
@@ -282,8 +283,7 @@ class PairedRun:
         facts.update({"label": label} if label else {})
         atomic_write_json(out / "config.json", {**cfg.to_dict(), **facts})
         self.metrics, self.local = AppendLog(out / "metrics.csv"), AppendLog(out / "local.csv")
-        rounds = self.cfg.rounds
-        self._save_rounds = {t for t in range(rounds + 1) if parse_save_spec(self.cfg.save_models, rounds)(t)}
+        self._saves = parse_save_spec(self.cfg.save_models, self.cfg.rounds)  # a predicate: nothing O(rounds)
 
     def _run_rounds(self, out: Path, first: int, snapshots: dict, progress, last_rec=None) -> dict:
         cfg, eng = self.cfg, self.engine
@@ -306,7 +306,7 @@ class PairedRun:
                 if t in snapshot_rounds:
                     snapshots[t] = eng.x[0, 0].clone()
                 self.times["wall_s"] = wall_before + time.perf_counter() - session_start
-                if t in self._save_rounds:
+                if self._saves(t):
                     self._save_models(out, t)
                 if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
                     self._checkpoint(out, t, rec, snapshots)
@@ -416,16 +416,6 @@ def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task
     a directory that holds a run is refused unless ``overwrite``). ``task`` and ``model`` as for :class:`PairedRun`."""
     run = PairedRun(cfg, task, model)
     return run.run(Path(out) if out is not None else default_out_dir(run.cfg), progress, overwrite, label)
-
-
-def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
-    """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
-    (``checkpoint_every``, ``save_models``) applied."""
-    path = Path(out) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
-    cfg = RunConfig.from_dict(json.loads(path.read_text()))
-    return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
 
 
 def resume_pair(out, rounds: Optional[int] = None, progress: Optional[Callable] = None,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from stabkit.errors import ConfigError, DiskFull
+from stabkit.run.outdir import check_writable, prepare_dir  # noqa: F401 (prepare_dir: made there)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -111,24 +112,13 @@ def prepare_run_dir(path, overwrite: bool = False) -> Path:
     """A run directory: ``prepare_dir``, after refusing a directory that already holds a run (the error names
     how to resume or replace it); ``overwrite`` removes that run's files (and only those) instead."""
     path = Path(path)
+    check_writable(path)
     check_new_run_dir(path, overwrite)
     if overwrite:
         for f in RUN_FILES:
             (path / f).unlink(missing_ok=True)
         shutil.rmtree(path / "models", ignore_errors=True)
     return prepare_dir(path)
-
-
-def prepare_dir(path) -> Path:
-    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe", delete=True)
-        probe.close()
-    except OSError as e:
-        raise ConfigError(f"invalid out={str(path)!r}: the output directory must be writable ({e.strerror})") from None
-    return path
 
 
 def check_new_run_dir(path, overwrite: bool = False) -> None:
