@@ -23,6 +23,7 @@ from stabkit.tasks.options import SEED_LIMIT, TaskOptions, option
 from stabkit.typecheck import check_field_types
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.run.checkpoint)
+ROUND_LIMIT = 2 ** 63 - 1  # rounds key the random streams and fill int64 log columns
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
@@ -119,6 +120,8 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None or name != "eval_every":
                 require(isinstance(value, int) and value >= 1, name, value, "a positive integer")
+        require(self.rounds <= ROUND_LIMIT, "rounds", self.rounds, f"at most {ROUND_LIMIT} (2**63 - 1): rounds "
+                "are 64-bit counters of the random streams and the logs")
         require(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0, "checkpoint_every",
                 self.checkpoint_every, "a non-negative integer (0: no checkpoints)")
         parse_save_spec(self.save_models, self.rounds)  # validates the spec

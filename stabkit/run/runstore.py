@@ -18,8 +18,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 from stabkit.errors import ConfigError, DiskFull
 from stabkit.run.outdir import check_writable, prepare_dir  # noqa: F401 (prepare_dir: made there)
 
@@ -72,7 +70,7 @@ def _finite(o):
     return o
 
 
-def atomic_write_csv(path: Path, df: pd.DataFrame) -> None:
+def atomic_write_csv(path: Path, df: "pd.DataFrame") -> None:
     atomic_write_text(path, df.to_csv(index=False, float_format="%.10g"))
 
 
@@ -144,6 +142,8 @@ def load_run(path) -> pd.DataFrame:
                           f"or a full disk?); delete that line to analyse the rounds before it")
     attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
              if (path / f"{name}.json").is_file()}
+    import pandas as pd  # on use: `stabkit pair` checks its --out before pandas (~1 s) is imported
+
     from stabkit.run.metricslog import read_complete  # metricslog writes through this module
     try:  # a run being written: only its whole row groups
         df = read_complete(metrics, attrs.get("config", {}).get("pairs"))
