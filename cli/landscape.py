@@ -31,6 +31,7 @@ from stabkit.errors import ConfigError
 def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
+    from stabkit.run.outdir import check_writable, prepare_dir
     from stabkit.run.runstore import atomic_write_json
 
     settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
@@ -39,11 +40,12 @@ def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fract
         raise ConfigError(f"invalid label={list(labels)}: give one --label per run ({len(runs)})")
     if out is None and len(runs) > 1:
         raise ConfigError("invalid out=None: give --out DIR when drawing several runs")
+    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"
+    check_writable(out)  # before the surfaces are computed, not after
     results = [compute(r, settings) for r in runs]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
-    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_dir(out)
     atomic_write_json(out / "landscape.json", {"runs": [{"label": n, **r} for n, r in zip(names, results)]})
     click.echo(f"landscape: {out / 'landscape.json'}")
     for n, r in zip(names, results):

@@ -159,6 +159,10 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, 
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
     cfg = run.cfg
+    if resume_dir is not None:
+        from stabkit.run.resume_check import checked_checkpoint
+
+        checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
     click.echo(run.describe_evaluation())
     from tqdm import tqdm
 
@@ -169,7 +173,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, 
             bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
 
         if resume_dir is not None:
-            summary = run.resume(out_dir, progress=progress)
+            summary = run.resume(out_dir, progress=progress, checkpoint=checkpoint)
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))

@@ -159,3 +159,20 @@ def test_a_billion_round_horizon_starts_and_resumes_without_walking_its_rounds(t
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_resumed_run_keeps_the_sharpness_measured_before_its_checkpoint(tmp_path):
+    """sharpness.csv of an interrupted and resumed run holds every sharpness round, as an uninterrupted run's."""
+    from stabkit.run.experiment import PairedRun
+
+    def stop_at_5(t, stats):
+        if t == 5:
+            raise KeyboardInterrupt
+
+    cfg = _cfg(rounds=8, local_rounds=(0, 6), sharpness_rounds=(0, 4, 8))
+    run_pair(cfg, out=tmp_path / "full")
+    PairedRun(cfg.replace(checkpoint_every=100)).run(tmp_path / "cut", progress=stop_at_5)
+    resume_pair(tmp_path / "cut")
+    full = (tmp_path / "full" / "sharpness.csv").read_text()
+    assert sorted({line.split(",")[0] for line in full.splitlines()[1:]}) == ["0", "4", "8"]
+    assert (tmp_path / "cut" / "sharpness.csv").read_text() == full

@@ -12,6 +12,7 @@ from stabkit.flatness.landscape import chosen_round, load_run_config
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
 from stabkit.flatness.runlog import TRAJ, objective_note
+from stabkit.run.outdir import prepare_dir
 from stabkit.run.runstore import atomic_write_csv, atomic_write_json
 from stabkit.run.saved_models import load_flat
 
@@ -32,8 +33,7 @@ def measure_saved(run_dir, round_, settings: SharpnessSettings, out: Path | None
     cols = measure(obj, x.to(dtype=run.model.dtype, device=run.device).reshape(2 * R, d), settings)
     df = pd.DataFrame({"round": T, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
                        **{k: np.asarray(v) for k, v in cols.items()}})
-    out = Path(out) if out else Path(run_dir)
-    path = out / f"sharpness_round_{T}.csv"
+    path = prepare_dir(Path(out) if out else Path(run_dir)) / f"sharpness_round_{T}.csv"
     atomic_write_csv(path, df)
     atomic_write_json(path.with_suffix(".json"), {"settings": settings.to_dict(), "objective":
                                                   objective_note(settings.fraction), "samples": int(len(obj.x))})

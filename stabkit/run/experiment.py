@@ -251,10 +251,11 @@ class PairedRun:
             self._save_models(out, 0)
         return self._run_rounds(out, 1, snapshots, progress)
 
-    def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
-        """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary."""
+    def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
+        """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
+        ``checkpoint``: the one ``checked_checkpoint(self, out)`` returned (else it is read and checked here)."""
         out = Path(out)
-        ck = checked_checkpoint(self, out)  # checkpoint and logs consistent, or refused with nothing touched
+        ck = checkpoint or checked_checkpoint(self, out)  # consistent with the logs, or refused, nothing touched
         t = ck["round"]
         eng = self.engine
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]

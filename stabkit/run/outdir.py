@@ -10,7 +10,6 @@ directories it created if the command then fails before writing anything into th
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from pathlib import Path
 
@@ -34,9 +33,11 @@ def check_writable(path, field: str = "out") -> None:
         existing = existing.parent
     if not existing.is_dir():
         refuse(f"{str(existing)!r} is a file, so no directory can be created under it")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        where = "it is" if existing == path else f"its parent {str(existing)!r} is"
-        refuse(f"{where} not writable")
+    try:  # a probe file, not os.access: root, ACLs, read-only mounts and pseudo file systems all answer truly
+        tempfile.NamedTemporaryFile(dir=existing, prefix=".stabkit-probe", delete=True).close()
+    except OSError as e:
+        where = "it is" if existing == path else f"{str(existing)!r}, where it would be created, is"
+        refuse(f"{where} not writable ({e.strerror})")
 
 
 def prepare_dir(path, field: str = "out") -> Path:
