@@ -97,12 +97,12 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     from stabkit.analysis.labels import distinct_labels
     from stabkit.analysis.run_analysis import analyze
     from stabkit.store.atomic import strict_json
-    from stabkit.store.runstore import prepare_dir
+    from stabkit.store.outdir import check_writable
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
     target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
-    if plot and out:
-        prepare_dir(target)  # an unwritable --out fails before the analysis, not after it
+    if plot:
+        check_writable(target)  # an unwritable figure directory fails before the analysis, not after it
     analyses = [analyze(r, bootstrap=bootstrap, label=label) for r, label in zip(runs, labels)]
     for a, given, default in zip(analyses, labels, distinct_labels([a.df.attrs["config"] for a in analyses])):
         if not given and not a.df.attrs["config"].get("label"):

@@ -33,6 +33,7 @@ def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fract
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
     from stabkit.run.experiment import rebuilt_engine
     from stabkit.store.atomic import atomic_write_json
+    from stabkit.store.outdir import check_writable, prepare_dir
 
     settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
                                  orthogonalise=orthogonalise, fraction=fraction, plane=not no_plane)
@@ -40,11 +41,12 @@ def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fract
         raise ConfigError(f"invalid label={list(labels)}: give one --label per run ({len(runs)})")
     if out is None and len(runs) > 1:
         raise ConfigError("invalid out=None: give --out DIR when drawing several runs")
+    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"
+    check_writable(out)  # before the surfaces are computed, not after
     results = [compute(r, settings, rebuilt_engine) for r in runs]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
-    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_dir(out)
     atomic_write_json(out / "landscape.json", {"runs": [{"label": n, **r} for n, r in zip(names, results)]})
     click.echo(f"landscape: {out / 'landscape.json'}")
     for n, r in zip(names, results):

@@ -136,20 +136,33 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, label, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
-    from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
+    from stabkit.algorithms import resolve_hp
+    from stabkit.store.outdir import check_writable
     from stabkit.store.runstore import check_new_run_dir, require_out
-    from stabkit.store.summary import format_summary
 
+    # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
     if resume_dir is not None:
-        run, out_dir = _resumed(resume_dir, explicit, params,
-                                hp_items or config_path or preset or out or overwrite or label)
+        cfg = _resumed_config(resume_dir, explicit, params,
+                              hp_items or config_path or preset or out or overwrite or label)
+        out_dir = Path(resume_dir)
     else:
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
-        out_dir = Path(out) if out is not None else default_out_dir(cfg)
-        check_new_run_dir(out_dir, overwrite)
-        run = PairedRun(cfg)
+        out_dir = Path(out) if out is not None else None
+        if out_dir is not None:
+            check_new_run_dir(out_dir, overwrite)
+            check_writable(out_dir)
+    resolve_hp(cfg.algo, cfg.hp)
+    from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
+    from stabkit.store.summary import format_summary
+
+    run = PairedRun(cfg)
+    out_dir = out_dir or default_out_dir(run.cfg)
     cfg = run.cfg
+    if resume_dir is not None:
+        from stabkit.run.resume_check import checked_checkpoint
+
+        checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
     click.echo(run.describe_evaluation())
     from tqdm import tqdm
 
@@ -160,7 +173,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, 
             bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
 
         if resume_dir is not None:
-            summary = run.resume(out_dir, progress=progress)
+            summary = run.resume(out_dir, progress=progress, checkpoint=checkpoint)
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
@@ -178,17 +191,16 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}
 
 
-def _resumed(resume_dir, explicit: set, params: dict, other_options) -> tuple:
-    """The run to continue: its own config, with only --rounds and output options changeable."""
+def _resumed_config(resume_dir, explicit: set, params: dict, other_options):
+    """The config of the run to continue: its own, with only --rounds and output options changeable."""
     changed = sorted(explicit - RESUMABLE)
     if changed or other_options:
         name = changed[0].replace("_", "-") if changed else "config/--preset/--hp/--out/--overwrite/--label"
         raise ConfigError(f"invalid option --{name} with --resume: a resumed run keeps its config; only "
                           f"--rounds, --checkpoint-every, --save-models and --constants may be given")
-    from stabkit.run.experiment import PairedRun, resume_config
+    from stabkit.config.runconfig import resume_config
 
-    cfg = resume_config(resume_dir, **{k: params[k] for k in explicit})
-    return PairedRun(cfg), Path(resume_dir)
+    return resume_config(resume_dir, **{k: params[k] for k in explicit})
 
 
 command = pair

@@ -17,9 +17,13 @@ def report(sweep_dir, out, fmt, bootstrap, no_plot):
     """Combine all jobs of a sweep into one tidy table, run the bounds analysis on each, draw comparisons."""
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    from pathlib import Path
+
+    from stabkit.store.outdir import output_dir
     from stabkit.sweep.report import sweep_report  # imported on use: plotting is slow to import
 
-    paths = sweep_report(sweep_dir, out, fmt=fmt, bootstrap=bootstrap, plot=not no_plot)
+    with output_dir(out or Path(sweep_dir) / "report") as target:  # checked first, removed if refused
+        paths = sweep_report(sweep_dir, target, fmt=fmt, bootstrap=bootstrap, plot=not no_plot)
     click.echo(f"table: {paths['table']}\njobs: {paths['jobs']}\nbounds: {paths['bounds']}")
     for job, parts in paths["missing"].items():
         click.echo(f"job {job} lacks " + "; ".join(f"{part} ({why})" for part, why in parts.items()))

@@ -5,10 +5,14 @@ Each case refuses before anything runs, so the tables stay fast. Files a case ne
 ``FILES`` into the test's directory (the working directory of the command) and named ``@name`` in its
 arguments; ``@port`` is a closed port on 127.0.0.1.
 """
+import atexit
 import json
 import pickle
+import shutil
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +82,22 @@ FILES = {
     "cfg_weight_decay_inf": "weight_decay: .inf\n",
     "cfg_batch_list": "batch_size: [16]\n",
 }
+def _small_run(path):
+    """A finished 2-round quadratic run with its final models saved (made once per session, copied per case)."""
+    if not _SMALL_RUN:
+        from stabkit import RunConfig, TaskOptions, run_pair
+
+        root = Path(tempfile.mkdtemp(prefix="stabkit-bad-inputs-"))
+        atexit.register(shutil.rmtree, root, True)
+        run_pair(RunConfig(task="quadratic", pairs=1, rounds=2, constants=False,
+                           task_options=TaskOptions(clients=4, samples_per_client=20)), out=root / "run")
+        _SMALL_RUN.append(root / "run")
+    shutil.copytree(_SMALL_RUN[0], path)
+
+
+_SMALL_RUN: list = []
+FILES["run"] = _small_run
+FILES["afile"] = "not a directory\n"
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
 SUFFIX = {"init": ".npy", "npz": ".npz", "cfg": ".yaml"}
 
@@ -92,6 +112,7 @@ def _materialise(args, root):
             a = f"127.0.0.1:{port}"  # closed once the socket is
         elif "@" in a:
             prefix, name = a.split("@")
+            name, sep, below = name.partition("/")  # @file/sub: a path under a materialised file
             make = FILES[name]
             path = root / (name + next((v for k, v in SUFFIX.items() if name.startswith(k) or name.endswith(k)), ""))
             if isinstance(make, str):
@@ -100,7 +121,7 @@ def _materialise(args, root):
                 if name in DIRECTORIES:
                     path.mkdir()
                 make(path)
-            a = prefix + str(path)
+            a = prefix + str(path) + sep + below
         out.append(a)
     return out
 
@@ -257,3 +278,32 @@ def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
     code, _, err = cli(["pair", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "r"), "--quiet"], capsys)
     assert code == 0, err
     assert json.loads((tmp_path / "r" / "config.json").read_text())["local_rounds"] == [1]
+
+
+NOT_WRITABLE = "/proc/stabkit-out"  # not writable whoever runs the suite (root included)
+OUTPUTS = [  # every command checks its output directory before it computes, and leaves nothing behind
+    (["pair", "--out", "@afile"], "it is an existing file, not a directory"),
+    (["pair", "--out", "@afile/sub"], "is a file, so no directory can be created under it"),
+    (["pair", "--out", NOT_WRITABLE], "'/proc', where it would be created, is not writable"),
+    (["pair", "--task", "quadratic", "--out", "@run"], "already holds a run"),
+    (["pair", "--task", "quadratic", "--out", "@afile", "--overwrite"], "it is an existing file"),
+    (["pair", "--resume", "@run", "--rounds", "1"], "rounds=1: at least 2"),
+    (["sharpness", "@run", "--out", "@afile"], "it is an existing file"),
+    (["sharpness", "@run", "--out", NOT_WRITABLE], "not writable"),
+    (["landscape", "@run", "--out", "@afile"], "it is an existing file"),
+    (["landscape", "@run", "--out", "@afile/sub"], "is a file, so no directory"),
+    (["landscape", "@run", "--out", NOT_WRITABLE], "not writable"),
+    (["bounds", "@run", "--plot", "--out", "@afile"], "it is an existing file"),
+    (["bounds", "@run", "--plot", "--out", NOT_WRITABLE], "not writable"),
+    (["report", "@run", "--out", "@afile"], "it is an existing file"),
+    (["report", "@run", "--out", NOT_WRITABLE], "not writable"),
+    (["report", "@run"], "expected a sweep directory containing manifest.json"),  # RUN/report not left behind
+    (["report", "missing", "--out", "new/report"], "invalid sweep='missing'"),  # nor new/ and new/report
+    (["sweep", "--axis", "seed=0,1", "--out", "@afile", "--quiet"], "it is an existing file"),
+    (["sweep", "--axis", "seed=0,1", "--out", NOT_WRITABLE, "--quiet"], "not writable"),
+]
+
+
+@pytest.mark.parametrize("args,needle", OUTPUTS, ids=[" ".join(a) for a, _ in OUTPUTS])
+def test_output_directories(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(args, needle, tmp_path, capsys, monkeypatch)

@@ -11,7 +11,7 @@ import pytest
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
 from stabkit.errors import ConfigError
-from stabkit.run.experiment import resume_pair
+from stabkit.run.experiment import resume_config, resume_pair
 from tests.helpers import cli
 
 QUAD = ["--task", "quadratic", "--pairs", "2", "--clients", "8", "--samples-per-client", "20",
@@ -128,3 +128,51 @@ def test_interrupted_run_checkpoints_its_last_round_and_resumes(tmp_path):
     assert load_run(tmp_path / "cut")["round"].max() == 7
     resume_pair(tmp_path / "cut")
     _same_files(tmp_path / "full", tmp_path / "cut")
+
+
+def test_a_billion_round_horizon_starts_and_resumes_without_walking_its_rounds(tmp_path):
+    """Nothing at start is O(rounds) (save-round sets, schedules): 10**18 rounds start, checkpoint, resume and
+    extend at once; a walk over the rounds would hit the alarm (0.8 s per million rounds)."""
+    import signal
+
+    from stabkit.run.experiment import PairedRun
+
+    def too_slow(signum, frame):
+        raise AssertionError("start-up walked the rounds")
+
+    def stop_after(n):
+        def progress(t, stats):
+            if t == n:
+                raise KeyboardInterrupt
+        return progress
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(120)
+    try:
+        horizon = 10 ** 18
+        summary = PairedRun(_cfg(rounds=horizon, save_models="every:7")).run(tmp_path / "r", progress=stop_after(2))
+        assert summary["status"] == "interrupted" and summary["rounds_done"] == 2
+        run = PairedRun(resume_config(tmp_path / "r", rounds=2 * horizon))
+        summary = run.resume(tmp_path / "r", progress=stop_after(3))
+        assert summary["rounds_done"] == 3 and load_run(tmp_path / "r")["round"].max() == 3
+        assert json.loads((tmp_path / "r" / "config.json").read_text())["rounds"] == 2 * horizon
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_resumed_run_keeps_the_sharpness_measured_before_its_checkpoint(tmp_path):
+    """sharpness.csv of an interrupted and resumed run holds every sharpness round, as an uninterrupted run's."""
+    from stabkit.run.experiment import PairedRun
+
+    def stop_at_5(t, stats):
+        if t == 5:
+            raise KeyboardInterrupt
+
+    cfg = _cfg(rounds=8, local_rounds=(0, 6), sharpness_rounds=(0, 4, 8))
+    run_pair(cfg, out=tmp_path / "full")
+    PairedRun(cfg.replace(checkpoint_every=100)).run(tmp_path / "cut", progress=stop_at_5)
+    resume_pair(tmp_path / "cut")
+    full = (tmp_path / "full" / "sharpness.csv").read_text()
+    assert sorted({line.split(",")[0] for line in full.splitlines()[1:]}) == ["0", "4", "8"]
+    assert (tmp_path / "cut" / "sharpness.csv").read_text() == full

@@ -1,4 +1,5 @@
 """Start-up: the listing commands import none of the heavy libraries (each costs 0.2-2 s at start-up)."""
+import json
 import subprocess
 import sys
 
@@ -25,3 +26,44 @@ def test_light_commands_import_no_heavy_library(args):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"stabkit {' '.join(args)} imported {done.stdout.strip()}"
+
+
+REFUSALS = [  # refused from the options alone: one line, exit 2, before torch is imported (<= 1 s)
+    ["--lr", "nan"], ["--seed", "-1"], ["--rounds", "0"], ["--rounds", str(2 ** 63)], ["--out", ""],
+    ["--local-rounds", "0,x"], ["--local-rounds", "100"], ["--preset", "nosuch"], ["--algo", "nosuch"],
+    ["--algo", "fedprox", "--hp", "lam=inf"], ["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.9"],
+    ["--hp", "nosuch=1"], ["--save-models", "every:0"], ["--participation", "2"], ["--dtype", "float16"],
+    ["--config", "missing.yaml"], ["--out", "@file"], ["--out", "@file/sub"], ["--resume", "@empty"],
+    ["--resume", "@empty", "--lr", "0.5"], ["--resume", "@empty", "--out", "x"],
+]
+REFUSAL_PROBE = """
+import contextlib, io, json, os, sys, tempfile
+from stabkit_cli.main import main
+root = tempfile.mkdtemp()
+open(os.path.join(root, "file"), "w").close()
+os.mkdir(os.path.join(root, "empty"))
+results = []
+for args in {cases!r}:
+    args = [a.replace("@", root + "/") for a in args]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["pair", *args, "--quiet"])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+    results.append([args, code, err.getvalue(), [m for m in ("torch", "pandas") if m in sys.modules]])
+print(json.dumps(results))
+"""
+
+
+def test_pair_refuses_bad_options_before_importing_torch():
+    """A refusal decided by the options (values, presets, hyperparameters, config files, --out, --resume
+    directory) comes before torch's and pandas' imports (2-3 s together on a loaded machine)."""
+    done = subprocess.run([sys.executable, "-c", REFUSAL_PROBE.format(cases=REFUSALS)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for args, code, err, heavy in json.loads(done.stdout):
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, code, err)
+        assert not heavy, f"stabkit pair {' '.join(args)} imported {heavy} before refusing: {lines[0]}"

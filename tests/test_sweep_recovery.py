@@ -96,4 +96,4 @@ def test_report_out_that_cannot_be_written_is_one_line(done, tmp_path, capsys):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     code, out, err = cli(["report", str(done), "--out", str(blocker / "report")], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Not a directory" in err, err
+    assert code == 2 and out == "" and err.count("\n") == 1 and "afile' is a file, so no directory can be created under it" in err, err

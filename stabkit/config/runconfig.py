@@ -24,6 +24,7 @@ from stabkit.errors import ConfigError, require
 from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
+ROUND_LIMIT = 2 ** 63 - 1  # rounds key the random streams and fill int64 log columns
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
@@ -119,6 +120,8 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None or name != "eval_every":
                 require(isinstance(value, int) and value >= 1, name, value, "a positive integer")
+        require(self.rounds <= ROUND_LIMIT, "rounds", self.rounds, f"at most {ROUND_LIMIT} (2**63 - 1): rounds "
+                "are 64-bit counters of the random streams and the logs")
         require(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0, "checkpoint_every",
                 self.checkpoint_every, "a non-negative integer (0: no checkpoints)")
         parse_save_spec(self.save_models, self.rounds)  # validates the spec
@@ -209,6 +212,17 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
+def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
+    """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
+    (``checkpoint_every``, ``save_models``) applied. Reads no tensor: ``stabkit pair --resume`` refuses a
+    bad directory or option before torch is imported."""
+    path = Path(out) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
+    cfg = RunConfig.from_dict(read_mapping(path, "resume", "run's config.json"))
+    return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
+
+
 def read_mapping(path, field: str, what: str) -> dict:
     """A YAML (.yaml/.yml) or JSON file holding a mapping, e.g. a run config or a sweep spec; a missing,
     unparsable or non-mapping file is a one-line ConfigError naming ``field`` and ``what`` was expected."""
@@ -217,7 +231,7 @@ def read_mapping(path, field: str, what: str) -> dict:
         raise ConfigError(f"invalid {field}={str(path)!r}: no such file (expected a .yaml/.yml/.json {what})")
     try:
         data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"invalid {field}={str(path)!r}: not valid {p.suffix[1:] or 'json'} "
                           f"({type(e).__name__})") from None
     if not isinstance(data, dict):

@@ -11,6 +11,7 @@ top Hessian eigenvalue of each of round t's clients at its final local model on 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,14 @@ class SharpnessLog:
         self.settings = settings or SharpnessSettings(fraction=cfg.eval_fraction, seed=cfg.seed)
         self.objective = None
         self.frames = []
+
+    def resume(self, out, t: int) -> None:
+        """Continue the table of a resumed run: the rows measured up to round ``t`` (its checkpoint) are kept,
+        later ones are measured again (without this the first new round would rewrite the file without them)."""
+        path = Path(out) / "sharpness.csv"
+        if path.is_file():
+            df = pd.read_csv(path)
+            self.frames = [df[df["round"] <= t]]
 
     def after_round(self, t: int, x: torch.Tensor, rec, out) -> None:
         """Measure the global models ``x [R, 2, d]`` after round t if it is a sharpness round (and they are

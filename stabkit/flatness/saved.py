@@ -13,6 +13,7 @@ from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
 from stabkit.flatness.runlog import objective_note
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
+from stabkit.store.outdir import prepare_dir
 from stabkit.store.saved_models import TRAJ
 
 
@@ -25,8 +26,7 @@ def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable,
     cols = measure(obj, x.reshape(2 * R, d), settings)
     df = pd.DataFrame({"round": T, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
                        **{k: np.asarray(v) for k, v in cols.items()}})
-    out = Path(out) if out else Path(run_dir)
-    path = out / f"sharpness_round_{T}.csv"
+    path = prepare_dir(Path(out) if out else Path(run_dir)) / f"sharpness_round_{T}.csv"
     atomic_write_csv(path, df)
     atomic_write_json(path.with_suffix(".json"), {"settings": settings.to_dict(), "objective":
                                                   objective_note(settings.fraction), "samples": int(len(obj.x))})

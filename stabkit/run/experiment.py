@@ -34,7 +34,7 @@ from torch import nn
 from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.config.runconfig import RunConfig
+from stabkit.config.runconfig import RunConfig, resume_config
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import EngineSettings, PairedEngine, RoundRecord
@@ -47,8 +47,8 @@ from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
-from stabkit.store.checkpoint import load_checkpoint
 from stabkit.run.evalbudget import plan_evaluation
+from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.writer import RunWriter
 from stabkit.store.runstore import prepare_run_dir
 from stabkit.store.saved_models import TRAJ
@@ -249,17 +249,18 @@ class PairedRun:
         self._save_models(0)
         return self._run_rounds(out, 1, snapshots, progress)
 
-    def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
-        """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary."""
+    def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
+        """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
+        ``checkpoint``: the one ``checked_checkpoint(self, out)`` returned (else it is read and checked here)."""
         out = Path(out)
-        ck = load_checkpoint(out, self.device)
+        ck = checkpoint or checked_checkpoint(self, out)  # consistent with the logs, or refused, nothing touched
         t = ck["round"]
-        require(t <= self.cfg.rounds, "rounds", self.cfg.rounds,
-                f"at least {t}: the checkpoint of {str(out)!r} is at round {t}")
         eng = self.engine
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
         self.t, self._initial_logged = t, True
         self.times.update(ck["times"])
+        if self.sharpness is not None:
+            self.sharpness.resume(out, t)
         (out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
         self._open(out, json.loads((out / "config.json").read_text()).get("label"))
         rec = RoundRecord(**ck["record"])
@@ -413,16 +414,6 @@ def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task
     a directory that holds a run is refused unless ``overwrite``). ``task`` and ``model`` as for :class:`PairedRun`."""
     run = PairedRun(cfg, task, model)
     return run.run(Path(out) if out is not None else default_out_dir(run.cfg), progress, overwrite, label)
-
-
-def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
-    """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
-    (``checkpoint_every``, ``save_models``) applied."""
-    path = Path(out) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
-    cfg = RunConfig.from_dict(json.loads(path.read_text()))
-    return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
 
 
 def resume_pair(out, rounds: Optional[int] = None, progress: Optional[Callable] = None,

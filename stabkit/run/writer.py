@@ -24,8 +24,7 @@ class RunWriter:
 
     def __init__(self, out: Path, cfg: RunConfig, times: dict):
         self.out, self.cfg, self.times = Path(out), cfg, times
-        wants = parse_save_spec(cfg.save_models, cfg.rounds)
-        self.save_rounds = {t for t in range(cfg.rounds + 1) if wants(t)}
+        self.saves = parse_save_spec(cfg.save_models, cfg.rounds)  # a predicate: nothing O(rounds)
         self.metrics = self.local = None
 
     def open(self, facts: dict) -> None:
@@ -45,7 +44,7 @@ class RunWriter:
 
     def save_models(self, t: int, x, names: list, shapes: list) -> None:
         """Save the global models ``x [R, 2, d]`` after round t if ``--save-models`` asks for round t."""
-        if t in self.save_rounds:
+        if self.saves(t):
             start = time.perf_counter()
             save_models(self.out, t, x, names, shapes)
             self.times["checkpoint_s"] += time.perf_counter() - start

@@ -6,7 +6,8 @@ keyed on the round, so no generator state is needed), the round, what that round
 row again with the evaluation the resumed schedule asks for), the number of rows of ``metrics.csv`` /
 ``local.csv`` before that round, the parameter snapshots kept for the constants and the time spent so far.
 It is written to a temporary file, fsync-ed and renamed, so a kill at any moment leaves the previous
-checkpoint or the new one, never a torn one.
+checkpoint or the new one, never a torn one. ``stabkit.run.resume_check`` reads it back, checked against
+the run's config and logs.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_save
 
 NAME = "checkpoint.pt"
@@ -28,19 +28,6 @@ def checkpoint_path(run_dir) -> Path:
 def save_checkpoint(run_dir, state: dict) -> None:
     """Write ``state`` (tensors moved to the CPU) atomically to ``RUN/checkpoint.pt``."""
     atomic_save(checkpoint_path(run_dir), {"format": FORMAT, **_to_cpu(state)})
-
-
-def load_checkpoint(run_dir, device: torch.device) -> dict:
-    """The checkpoint of ``run_dir`` with its tensors on ``device``; a missing one is a ConfigError."""
-    path = checkpoint_path(run_dir)
-    if not path.is_file():
-        raise ConfigError(f"invalid resume={str(run_dir)!r}: no {NAME} there (the run stopped before its first "
-                          f"checkpoint, or ran with --checkpoint-every 0); start it again with --overwrite")
-    state = torch.load(path, map_location=device, weights_only=False)
-    if state.get("format") != FORMAT:
-        raise ConfigError(f"invalid resume={str(run_dir)!r}: {NAME} has format {state.get('format')!r}, "
-                          f"this stabkit reads format {FORMAT}")
-    return state
 
 
 def _to_cpu(obj):

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 from stabkit.errors import ConfigError
-from stabkit.store.metricslog import read_complete
+from stabkit.store.outdir import check_writable, prepare_dir  # noqa: F401 (prepare_dir: made there)
 
 
 def require_out(out) -> None:
@@ -50,24 +47,13 @@ def prepare_run_dir(path, overwrite: bool = False) -> Path:
     """A run directory: ``prepare_dir``, after refusing a directory that already holds a run (the error names
     how to resume or replace it); ``overwrite`` removes that run's files (and only those) instead."""
     path = Path(path)
+    check_writable(path)
     check_new_run_dir(path, overwrite)
     if overwrite:
         for f in RUN_FILES:
             (path / f).unlink(missing_ok=True)
         shutil.rmtree(path / "models", ignore_errors=True)
     return prepare_dir(path)
-
-
-def prepare_dir(path) -> Path:
-    """Create ``path`` (and parents) or fail with a one-line error if it cannot be written."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe", delete=True)
-        probe.close()
-    except OSError as e:
-        raise ConfigError(f"invalid out={str(path)!r}: the output directory must be writable ({e.strerror})") from None
-    return path
 
 
 def check_new_run_dir(path, overwrite: bool = False) -> None:
@@ -93,6 +79,9 @@ def load_run(path) -> pd.DataFrame:
                           f"or a full disk?); delete that line to analyse the rounds before it")
     attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
              if (path / f"{name}.json").is_file()}
+    import pandas as pd  # on use: `stabkit pair` checks its --out before pandas (~1 s) is imported
+
+    from stabkit.store.metricslog import read_complete
     try:  # a run being written: only its whole row groups
         df = read_complete(metrics, attrs.get("config", {}).get("pairs"))
     except (ValueError, pd.errors.ParserError) as e:
@@ -121,4 +110,6 @@ def _first_line(e: Exception) -> str:
 
 def load_local(path) -> pd.DataFrame:
     """Local-discrepancy rows (round, pair, k, l1_a, l1_b, l2, l3) of a run."""
+    from stabkit.store.metricslog import read_complete
+
     return read_complete(Path(path) / "local.csv")

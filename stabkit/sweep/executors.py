@@ -4,7 +4,11 @@
   processes. Every job already batches all its pairs (and clients) into one tensor program, so a pool
   only helps when cores are idle; results are identical either way (see :mod:`stabkit.sweep.job`).
 * ``ray``: Ray tasks (one CPU each) on an existing cluster (``address="HOST:PORT"`` or ``"auto"``), or on
-  a Ray instance started for the sweep (``address="local"``). Ray is imported only here.
+  a fresh Ray instance started for the sweep and stopped after it (``address="local"``: never a cluster an
+  earlier ``ray start`` recorded, which may be long gone). Before anything runs, the address a sweep would
+  join (HOST:PORT, or for ``auto`` the one Ray would pick: ``RAY_ADDRESS``, else the last ``ray start``)
+  must accept connections, so a dead cluster is refused at once instead of being retried for minutes. Ray
+  is imported only here.
 
 ``on_start(job_id)`` is called when a job is handed to a worker, for progress reporting.
 """
@@ -51,7 +55,9 @@ class RayExecutor:
 
     def __init__(self, address: str):
         require(bool(address), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
-        if address not in ("auto", "local"):
+        if address == "auto":
+            _check_reachable(_auto_address(), "auto")
+        elif address != "local":
             _check_reachable(address)
         self.address = address
         self.shares_files = address in ("auto", "local")  # a remote cluster may hold data we do not see
@@ -62,8 +68,7 @@ class RayExecutor:
         except ImportError:
             raise ConfigError("invalid executor='ray': Ray is not installed (pip install ray)") from None
         try:
-            ray.init(address=None if self.address == "local" else self.address, include_dashboard=False,
-                     log_to_driver=False, ignore_reinit_error=True)
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         except ConnectionError as e:
             raise ConfigError(f"invalid address={self.address!r}: no Ray cluster there ({str(e).splitlines()[0]})") from None
         try:
@@ -80,16 +85,31 @@ class RayExecutor:
             ray.shutdown()
 
 
-def _check_reachable(address: str) -> None:
+def _auto_address() -> str:
+    """The HOST:PORT ``ray.init(address="auto")`` would join (``RAY_ADDRESS``, else the cluster the last
+    ``ray start`` recorded, else a Ray process found running here), as Ray itself resolves it."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:
+        raise ConfigError("invalid executor='ray': Ray is not installed (pip install ray)") from None
+    try:
+        return canonicalize_bootstrap_address("auto")
+    except (ConnectionError, ValueError) as e:
+        raise ConfigError(f"invalid address='auto': no Ray cluster to join ({str(e).splitlines()[0]}); start one "
+                          f"with `ray start --head`, or use --address local") from None
+
+
+def _check_reachable(address: str, given: str | None = None) -> None:
     """Refuse at once a HOST:PORT (or ray://HOST:PORT) where nothing accepts connections: ``ray.init`` would
-    otherwise keep retrying for minutes."""
+    otherwise keep retrying for minutes. ``given``: the address as the user gave it (e.g. ``auto``)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     require(bool(sep and host) and port.isdigit(), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
-        raise ConfigError(f"invalid address={address!r}: no Ray cluster answers there "
-                          f"({e.strerror or type(e).__name__}; start one with `ray start --head`, or use "
+        where = f"{given!r}: it names {address}, where" if given else f"{address!r}:"
+        raise ConfigError(f"invalid address={where} no Ray cluster answers ({e.strerror or type(e).__name__}; a "
+                          f"stale record of a stopped cluster? start one with `ray start --head`, or use "
                           f"--address local)") from None
 
 

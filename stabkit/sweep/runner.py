@@ -24,7 +24,7 @@ from typing import Callable, Optional
 from stabkit.errors import ConfigError
 from stabkit.config.runconfig import RunConfig
 from stabkit.store.atomic import atomic_write_json, atomic_write_text
-from stabkit.store.runstore import prepare_dir
+from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.spec import SweepSpec
@@ -33,6 +33,7 @@ from stabkit.sweep.spec import SweepSpec
 def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed: bool = False,
               progress: Optional[Callable] = None) -> Manifest:
     """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
+    check_writable(out)  # a --out that is a file or read-only is refused before the jobs are checked
     jobs = spec.jobs()  # validates every job before anything is written
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
