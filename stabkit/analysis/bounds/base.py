@@ -157,10 +157,11 @@ def iterate(a, b, d0: float = 0.0) -> np.ndarray:
 
 
 def geometric_closed(a, b, t) -> np.ndarray:
-    """Closed form of ``D_{s+1} = a D_s + b``, ``D_0 = 0`` at steps ``t`` (constant a, b):
-    ``b t`` if a = 1, else ``b (1 - a^t) / (1 - a)``."""
-    t = np.asarray(t, float) if np.ndim(t) else t
-    return b * t if a == 1 else b * (1 - a ** t) / (1 - a)
+    """Closed form of ``D_{s+1} = a D_s + b``, ``D_0 = 0`` at steps ``t`` (constant a, b): ``b t`` if a = 1, else
+    ``b (1 - a^t) / (1 - a)``, written with a positive denominator (so D_0 is +0.0, not -0.0)."""
+    if a == 1:
+        return b * t
+    return b * (1 - a ** t) / (1 - a) if a < 1 else b * (a ** t - 1) / (a - 1)
 
 
 def contraction_sum(rate, eta, k):
