@@ -74,7 +74,8 @@ def test_lemma1_and_e_min():  # §2.7 Lemma 1 and §3.3 eq. (23)
     assert eta == pytest.approx(min(0.25, np.sqrt(1 / 200), (1 / 300) ** (1 / 3)))
     r = lb.e_min_sgd(100, 1e-4, 1.0, lb.Problem(2.0, 2, 0.5, 0.3, 10, 1000), lb.Risk(1.0, 2.0, 0.1))
     assert r["rho"] > 0 and np.isfinite(r["value"])
-    r2 = lb.e_min_sgd(100, 1e-4, 1.0, lb.Problem(2.0, 2, 0.5, 0.3, 10, 1000), lb.Risk(1.0, 2.0, 0.1, paper_literal=True))
+    r2 = lb.e_min_sgd(100, 1e-4, 1.0, lb.Problem(2.0, 2, 0.5, 0.3, 10, 1000),
+                      lb.Risk(1.0, 2.0, 0.1, paper_literal=True))
     assert r2["value"] != r["value"]
 
 

@@ -4,8 +4,8 @@ Every module defines its algorithm as an :class:`Algorithm` subclass with a ``na
 maps the built-in names to classes (FedAvg first, then alphabetical). ``algorithm_class`` also resolves
 plug-ins (``stabkit.plugins``): an import path ``package.module:Class`` or an entry point of the group
 ``stabkit.algorithms``; ``available_algorithms`` lists built-in and installed ones. ``build_algorithm``
-validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
-``hp_resolved``, which is what the bounds read).
+validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records
+(``config.json``'s ``hp_resolved``, which is what the bounds read).
 
 Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
 

@@ -10,7 +10,8 @@ UNCERTAIN-04 (beta2, tau, v init unspecified): beta2 = 0.99 and tau = 1e-3 (Redd
 ``tau2`` (default: v_{-1} = tau^2, Reddi et al.'s v_{-1} >= tau^2 and FedACG's code) or ``zeros``.
 The paper's experiments use eta = 0.1 (pass --global-lr 0.1); m_{-1} = 0.
 FedAvg's clients with the Adam transform in the server slot (:mod:`stabkit.algorithms.server_opt`); the same
-server around any client rule is ``AdamServer(inner)``. No setting with beta2 < 1 is FedAvg; the exact limits: beta1 = 0, beta2 = 1 freezes v at its init, so
+server around any client rule is ``AdamServer(inner)``. No setting with beta2 < 1 is FedAvg; the exact limits:
+beta1 = 0, beta2 = 1 freezes v at its init, so
 (v_init = zeros, tau = 1) and (v_init = tau2, tau = 1/2) divide by exactly 1 -- FedAvg bit for bit.
 """
 from dataclasses import dataclass

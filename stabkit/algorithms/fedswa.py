@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from stabkit.algorithms.base import Algorithm, HParams, choice, descend, hp
-from stabkit.algorithms.rules import (client_delta, full_gradient_at_x, gradient_units, on_clients,
-                                      server_step)
+from stabkit.algorithms.rules import client_delta, full_gradient_at_x, gradient_units, on_clients, server_step
 
 _RHO = dict(doc="within-round lr decay ratio rho (last step ~ rho * lr; 1 = constant lr)", low=0.0, high=1.0)
 _ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper 1.5 for FedSWA and FedMoSWA, "

@@ -38,7 +38,8 @@ def logistic(task: Task, hidden: int) -> nn.Module:
 
 
 def mlp(task: Task, hidden: int) -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_in(task), hidden), nn.ReLU(), nn.Linear(hidden, task.num_classes))
+    d, classes = _flat_in(task), task.num_classes
+    return nn.Sequential(nn.Flatten(), nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
 
 def linear(task: Task, hidden: int) -> nn.Module:

@@ -9,7 +9,7 @@ from stabkit.algorithms.fosm import FOSM, FOSMParams, MomentumServer
 from stabkit.algorithms.scaffold import Scaffold
 from stabkit.errors import ConfigError
 from stabkit.testing import assert_null_pair_zero, assert_reduces_to
-from tests.helpers import K, LR, grad, local_models, pair0, run_rounds, tiny_run
+from tests.helpers import LR, K, grad, local_models, pair0, run_rounds, tiny_run
 
 
 class ScaffoldAdam(AdamServer):

@@ -133,7 +133,8 @@ def divergence_literal(lr, K, L, beta, sigma_l2, sigma_g2, g, sum_grad_sq_over_C
         b = b + 6 * lr ** 2 * np.asarray(sum_grad_sq_over_C2, float)[: len(lr)]
     else:
         a = a + 6 * lr ** 2 * 2 * K * L ** 2 * 4 * K * beta ** 2
-        b = b + 6 * lr ** 2 * (2 * K * L ** 2 * (3 * K ** 2 * lr ** 2 * sig + 18 * K ** 3 * lr ** 2 * g) + 2 * K ** 2 * g)
+        b = b + 6 * lr ** 2 * (2 * K * L ** 2 * (3 * K ** 2 * lr ** 2 * sig + 18 * K ** 3 * lr ** 2 * g)
+                               + 2 * K ** 2 * g)
     return iterate(a, b)
 
 

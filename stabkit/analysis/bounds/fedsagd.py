@@ -34,8 +34,13 @@ import numpy as np
 
 from stabkit.analysis.bounds.base import Bound, Setting, geometric_closed, iterate, register
 from stabkit.analysis.bounds.fedsagd_local import local_bound
-from stabkit.analysis.bounds.fedsagd_rounds import (RoundInputs, crossover_vs_fedavg, fedsagd_constants,
-                                                    fedsagd_derived, local_beta)
+from stabkit.analysis.bounds.fedsagd_rounds import (
+    RoundInputs,
+    crossover_vs_fedavg,
+    fedsagd_constants,
+    fedsagd_derived,
+    local_beta,
+)
 from stabkit.analysis.bounds.fedsagd_table import TABLE, prox_weight, wd_condition
 
 SRC = "fedsagd.md §3.2"

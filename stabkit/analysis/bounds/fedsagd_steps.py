@@ -76,7 +76,8 @@ def prox(c: float) -> Callable:
     def step(r: StepInputs):
         lam, eta_l = r.need("lam"), r.eta_l
         cond = {"lambda > 0 (else the O(K) FedAvg limit)": lam > 0, "eta_l * lambda <= 1": eta_l * lam <= 1}
-        return 1.0 - lam * eta_l, np.full(r.K, c * eta_l * r.theta), c * r.theta * contraction_sum(lam, eta_l, r.k), cond
+        closed = c * r.theta * contraction_sum(lam, eta_l, r.k)
+        return 1.0 - lam * eta_l, np.full(r.K, c * eta_l * r.theta), closed, cond
     return step
 
 

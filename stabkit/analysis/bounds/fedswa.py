@@ -57,7 +57,7 @@ def aux(eta_k, beta, mu=None):
     a = 1.0 + beta * eta_k if mu is None else 1.0 - eta_k * beta * mu / (beta + mu)
     K = len(eta_k)
     W = sum(eta_k[k] * np.prod(a[k + 1:]) for k in range(K))
-    D = np.array([sum(eta_k[l] * np.prod(a[l + 1:k]) for l in range(k)) for k in range(K)])
+    D = np.array([sum(eta_k[j] * np.prod(a[j + 1:k]) for j in range(k)) for k in range(K)])
     return {"eta_tilde": float(eta_k.sum()), "P": float(np.prod(a)), "W": float(W), "D": D, "a": a,
             "c": float(1.0 + beta * eta_k[0])}
 

@@ -32,8 +32,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 from scipy.special import zeta
 
-from stabkit.analysis.bounds.base import (Bound, Setting, at_horizons, geometric_closed, geometric_sum, iterate,
-                                          register)
+from stabkit.analysis.bounds.base import Bound, Setting, at_horizons, geometric_closed, geometric_sum, iterate, register
 from stabkit.analysis.excess_risk import fitting_regime, minimum_excess_risk_round
 
 SRC = "libra.md"
@@ -310,7 +309,8 @@ def _common(st: Setting) -> LibraRun:
     t = np.arange(1, T + 1)
     psi_max = float(np.max(psi0(lr, L, K)))
     cond = {
-        "1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)": bool(np.all((lr >= 1 / (16 * K * L)) & (lr <= 1 / (8 * K * L)))),
+        "1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)":
+            bool(np.all((lr >= 1 / (16 * K * L)) & (lr <= 1 / (8 * K * L)))),
         "eta_l eta_g <= 1/(480KL) (Thm 3, rho > 0)": bool(np.all(lr * eg <= 1 / (480 * K * L))),
         "eta_g^t <= sqrt(c/t) (Thm 2/4)": bool(np.all(eg <= np.sqrt(c / t) * (1 + 1e-12))),
         "c psi < 1 (Thm 4 decays)": bool(c * psi_max < 1),
