@@ -27,7 +27,8 @@ m are computed before the local steps and used in the same round, U4); ``init`` 
 participation, clients first sampled later keep c_i = 0) | first_upload (code: zeros, and round 0's server step
 is m = mean_i (c_i^+ - m), gamma = 1 once); ``denominator`` (U5) = exact (paper) | code (K eta_l (1 + rho)/2).
 The code's reading (fedswa.md §1.10) is gamma = 0.1, init = first_upload, denominator = code (the
-``fedswa-*`` presets). Under a relaxed initialisation Option II measures
+``fedswa-*`` presets). Each reading is a named entry of a table (``OPTIONS``: when c_i^+ is refreshed;
+``INITS``; ``DENOMINATORS``), the paper's first, so the hooks read no flags. Under a relaxed initialisation Option II measures
 the local displacement from the actual start point y_0.
 
 FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same class).
