@@ -3,15 +3,15 @@ the installed plug-in models (entry-point group ``stabkit.models``)."""
 import click
 
 from stabkit import plugins
-from stabkit.models.catalogue import DESCRIPTIONS, MODELS, PARAMETERS, REFERENCE_SHAPES
+from stabkit.models.catalogue import CATALOGUE
 
 
 @click.command()
 def models():
     """List the models (--model NAME) with their parameter counts."""
-    for name in MODELS:
-        label = REFERENCE_SHAPES[name][0]
-        click.echo(f"{name:<12} {PARAMETERS[name]:>11,d} parameters on {label:<26} {DESCRIPTIONS[name]}")
+    for name, info in CATALOGUE.items():
+        label = info.reference[0]
+        click.echo(f"{name:<12} {info.parameters:>11,d} parameters on {label:<26} {info.description}")
     for name, ep in plugins.installed("model").items():
         click.echo(f"{name:<12} {'plug-in':>11} factory(task) {ep.value}")
 

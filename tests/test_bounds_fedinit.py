@@ -25,21 +25,22 @@ def test_beta_thresholds():  # §2.3 / §2.7 / §3.1 worked thresholds
 
 def test_t0_star_balances_terms():  # §2.6: both terms equal at t0*, and eq. (8) is their sum
     T, N, U, K, C, S, sl, LG, L, c, beta = 1000.0, 5, 2.0, 3, 10, 50, 0.7, 1.2, 2.0, 0.05, 0.05
-    t0 = fi.t0_star(T, N, U, K, L, sl, LG, c, beta, clamp=False)
+    k = fi.Thm12(N, U, K, C, S, sl, LG, L)
+    t0 = fi.t0_star(T, k, c, beta, clamp=False)
     first = N * U * K * t0 / (C * S)
     second = 2 * sl * LG / ((1 + 2 * beta) * C * S * L) * (T / t0) ** (c * K * L)
     assert first == pytest.approx(second, rel=1e-10)
-    assert fi.thm12(T, t0, N, U, K, C, S, sl, LG, L, c, beta) == pytest.approx(
-        fi.eps_G_star(T, N, U, K, C, S, sl, LG, L, c, beta), rel=1e-10)
-    te = fi.t0_star(T, N, U, K, L, sl, LG, c, beta, exact=True, clamp=False)
+    assert fi.thm12(T, t0, k, c, beta) == pytest.approx(
+        fi.eps_G_star(T, k, c, beta), rel=1e-10)
+    te = fi.t0_star(T, k, c, beta, exact=True, clamp=False)
     ts = np.linspace(0.5 * te, 2 * te, 2001)
-    vals = fi.thm12(T, ts, N, U, K, C, S, sl, LG, L, c, beta)
-    assert fi.thm12(T, te, N, U, K, C, S, sl, LG, L, c, beta) <= vals.min() * (1 + 1e-9)
+    vals = fi.thm12(T, ts, k, c, beta)
+    assert fi.thm12(T, te, k, c, beta) <= vals.min() * (1 + 1e-9)
     assert te / t0 == pytest.approx((c * K * L) ** (1 / (1 + c * K * L)))
 
 
 def test_schedule_form_constant_and_c_over_t():  # §3.1 general-schedule form
-    args = (5, 2.0, 3, 10, 50, 0.7, 1.2, 2.0)
+    args = (fi.Thm12(5, 2.0, 3, 10, 50, 0.7, 1.2, 2.0),)
     eta, T, t0 = 0.01, 100, 10
     v = fi.thm12_schedule(np.full(100, eta), T, t0, *args, 0.05)
     exp = 5 * 2.0 * 3 * t0 / 500 + 1.2 * np.exp(eta * 3 * 2.0 * (T - t0 + 2)) * 2 * 0.7 / (1.1 * 500 * 2.0)

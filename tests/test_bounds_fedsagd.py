@@ -224,3 +224,17 @@ def test_registered_every_algorithm():
     for algo in LOCAL_ALGOS:
         bs = bounds_for(_setting(algo, {}))
         assert bs and not [b.note for b in bs if b.form == "unavailable" and b.name.startswith("fedsagd")]
+
+
+@pytest.mark.parametrize("algo", ["fedprox", "feddyn", "fedsagd"])
+def test_local_weight_decay_condition_includes_the_prox_weight(algo):
+    """Weight decay only contracts a prox method's local step while eta_l (lambda + w) <= 1: here
+    0.05 (15 + 6) > 1 although 0.05 * 6 <= 1, so every local bound (as every global one) is flagged."""
+    key = "engine weight decay only contracts: eta_l (lambda + w) <= 1"
+    hp = dict(lam=15.0, mu=0.0) if algo == "fedsagd" else dict(lam=15.0)
+    bs = bounds_for(_setting(algo, hp, wd=6.0))
+    local = [b for b in bs if b.quantity == "local_disc"]
+    assert len(local) == 2 and all(b.conditions[key] is False for b in local)
+    assert all(b.conditions[key] is False for b in bs if b.quantity == "disc" and key in b.conditions)
+    ok = bounds_for(_setting(algo, dict(hp, lam=5.0), wd=6.0))  # 0.05 (5 + 6) = 0.55
+    assert all(b.conditions[key] is True for b in ok if b.quantity == "local_disc")

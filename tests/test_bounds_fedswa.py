@@ -54,46 +54,47 @@ def test_local_lr_schedule():  # §1.2
 def test_printed_recursion_equals_unrolled_sum_and_theorem():  # §2.9 (A) eq. (31) == recursion; <= Thm 5.1
     beta, K, T, L, sg, s, m, n = 2.0, 5, 40, 3.0, 0.4, 0.7, 10, 50
     eta = np.full((T, K), 1 / (beta * K * T))
-    d = fs.recursion(eta, beta, L, s, sg, m, n, form="paper")
-    assert d[-1] == pytest.approx(fs.printed_unrolled(eta, beta, L, s, sg, m, n), rel=1e-9)
-    assert L * d[-1] <= fs.thm51(L, m, n, beta, T, K, sg, s) * (1 + 1e-12)
+    pr = fs.SWAProblem(beta, L, s, sg, m, n)
+    d = fs.recursion(eta, pr, form="paper")
+    assert d[-1] == pytest.approx(fs.printed_unrolled(eta, pr), rel=1e-9)
+    assert L * d[-1] <= fs.thm51(pr, T, K) * (1 + 1e-12)
     # corrected <= printed, FedMoSWA <= FedSWA (B1)
-    dc = fs.recursion(eta, beta, L, s, sg, m, n, form="corrected")
+    dc = fs.recursion(eta, pr, form="corrected")
     assert np.all(dc <= d + 1e-15)
-    assert fs.thm51(L, m, n, beta, T, K, sg, s, mo=True) <= fs.thm51(L, m, n, beta, T, K, sg, s)
-    diff = fs.thm51(L, m, n, beta, T, K, sg, s) - fs.thm51(L, m, n, beta, T, K, sg, s, mo=True)
+    assert fs.thm51(pr, T, K, mo=True) <= fs.thm51(pr, T, K)
+    diff = fs.thm51(pr, T, K) - fs.thm51(pr, T, K, mo=True)
     assert diff == pytest.approx(2 * L / (m * n * beta) * np.exp(1 + 1 / T) * (fs.c_tilde_printed(K, T) - 1) * sg)
     # B3: 1/(mn) scaling
-    assert fs.thm51(L, 2 * m, n, beta, T, K, sg, s) == pytest.approx(fs.thm51(L, m, n, beta, T, K, sg, s) / 2)
-    assert fs.thm51(L, m, n, beta, T, K, sg, s, factor2=False) == pytest.approx(fs.thm51(L, m, n, beta, T, K, sg, s) / 2)
+    assert fs.thm51(pr._replace(m=2 * m), T, K) == pytest.approx(fs.thm51(pr, T, K) / 2)
+    assert fs.thm51(pr, T, K, factor2=False) == pytest.approx(fs.thm51(pr, T, K) / 2)
 
 
 def test_corrected_mo_differs_only_in_sigma_g():  # §2.9 (B) consequence
     beta, K, T, L, s, m, n = 2.0, 5, 10, 3.0, 0.7, 10, 50
     eta = np.full((T, K), 1 / (beta * K * T))
-    a = fs.recursion(eta, beta, L, s, 0.0, m, n, form="corrected")
-    b = fs.recursion(eta, beta, L, s, 0.0, m, n, form="corrected", mo=True, gamma=1.0, M0=0.0)
+    a = fs.recursion(eta, fs.SWAProblem(beta, L, s, 0.0, m, n), form="corrected")
+    b = fs.recursion(eta, fs.SWAProblem(beta, L, s, 0.0, m, n), form="corrected", mo=True, gamma=1.0, M0=0.0)
     # with sigma_g = 0 and M_t = G_t + sigma (gamma = 1) both equal
     np.testing.assert_allclose(a, b, rtol=1e-12)
-    c = fs.recursion(eta, beta, L, s, 0.5, m, n, form="corrected", mo=True, gamma=1.0)
-    e = fs.recursion(eta, beta, L, s, 0.5, m, n, form="corrected")
+    c = fs.recursion(eta, fs.SWAProblem(beta, L, s, 0.5, m, n), form="corrected", mo=True, gamma=1.0)
+    e = fs.recursion(eta, fs.SWAProblem(beta, L, s, 0.5, m, n), form="corrected")
     assert np.all(c <= e) and c[-1] < e[-1]
 
 
 def test_extension_alpha():  # §2.9 (C): alpha = 1 equals (B); alpha = 1.5 grows faster
     beta, K, T = 2.0, 5, 10
     eta = np.full((T, K), 0.01)
-    b = fs.recursion(eta, beta, 3.0, 0.7, 0.4, 10, 50, form="corrected")
-    c1 = fs.recursion(eta, beta, 3.0, 0.7, 0.4, 10, 50, form="extension", alpha=1.0)
-    c15 = fs.recursion(eta, beta, 3.0, 0.7, 0.4, 10, 50, form="extension", alpha=1.5)
+    b = fs.recursion(eta, fs.SWAProblem(beta, 3.0, 0.7, 0.4, 10, 50), form="corrected")
+    c1 = fs.recursion(eta, fs.SWAProblem(beta, 3.0, 0.7, 0.4, 10, 50), form="extension", alpha=1.0)
+    c15 = fs.recursion(eta, fs.SWAProblem(beta, 3.0, 0.7, 0.4, 10, 50), form="extension", alpha=1.5)
     np.testing.assert_allclose(b, c1, rtol=1e-12)
     assert np.all(c15[1:] > b[1:])
 
 
 def test_strongly_convex_contracts():
     eta = np.full((30, 5), 0.01)
-    sc = fs.recursion(eta, 2.0, 3.0, 0.7, 0.4, 10, 50, form="corrected", mu=0.5)
-    nc = fs.recursion(eta, 2.0, 3.0, 0.7, 0.4, 10, 50, form="corrected")
+    sc = fs.recursion(eta, fs.SWAProblem(2.0, 3.0, 0.7, 0.4, 10, 50), form="corrected", mu=0.5)
+    nc = fs.recursion(eta, fs.SWAProblem(2.0, 3.0, 0.7, 0.4, 10, 50), form="corrected")
     assert np.all(sc <= nc)
 
 

@@ -3,20 +3,23 @@ import numpy as np
 import pytest
 
 from stabkit.analysis.bounds import Setting, bounds_for
+from stabkit.analysis import excess_risk as er
 from stabkit.analysis.bounds import libra as lb
 
 CONST = dict(L=2.0, sigma_l2=0.5, sigma_g2=0.3, F0=1.5, mu_pl=0.25, G=3.0, U=2.0)
+PR = lb.Problem(L=2.0, K=5, sigma_l2=0.5, sigma_g2=0.3, b=10, n_total=1000)
 
 
-def setting(algo="fedavg", T=30, K=3, lr=None, global_lr=1.0, hp=None, measured=None, s=10, M=10, n=100, b=10):
+def setting(algo="fedavg", T=30, K=3, lr=None, global_lr=1.0, hp=None, measured=None, s=10, M=10, n=100, b=10,
+            options=None):
     lr = np.full(T, 0.03 if lr is None else lr) if np.ndim(lr) == 0 else np.asarray(lr)
     return Setting(algo=algo, hp=hp or {}, K=K, T=T, s=s, M=M, n=n, b=b, lr=lr, global_lr=global_lr,
-                   constants=dict(CONST), measured=measured or {})
+                   constants=dict(CONST), measured=measured or {}, options=options or {})
 
 
 def test_r1_recursion_equals_closed_form():  # §3.1 S-R1, eta_g = 1
-    s = lb.stability_r1(np.full(40, 0.01), 1.0, 2.0, 5, 0.5, 0.3, 10, 1000)
-    cf = lb.stability_r1_closed(40, 0.01, 2.0, 5, 0.5, 0.3, 10, 1000)
+    s = lb.stability_r1(np.full(40, 0.01), 1.0, PR)
+    cf = lb.stability_r1_closed(40, 0.01, PR)
     np.testing.assert_allclose(s, cf, rtol=1e-9)
 
 
@@ -38,11 +41,11 @@ def test_r1_reduces_to_lemma6_minimised_over_p():  # §2.8 R1: min_p of Young's 
 
 
 def test_fosm_reduces_to_server_sgd_at_beta0():  # §1.2 reduction; eq. (25) with beta=0, nu=1, eta_g=1 -> S-R1
-    a = lb.stability_fosm(np.full(20, 0.01), 1.0, 2.0, 5, 0.5, 0.3, 10, 1000, beta=0.0, nu=1.0)
-    b = lb.stability_r1(np.full(20, 0.01), 1.0, 2.0, 5, 0.5, 0.3, 10, 1000)
+    a = lb.stability_fosm(np.full(20, 0.01), 1.0, PR, beta=0.0, nu=1.0)
+    b = lb.stability_r1(np.full(20, 0.01), 1.0, PR)
     np.testing.assert_allclose(a, b, rtol=1e-12)
-    a3 = lb.stability_fosm(np.full(20, 0.01), 1.0, 2.0, 5, 0.5, 0.3, 10, 1000, beta=0.5, nu=0.5, three=True)
-    a1 = lb.stability_fosm(np.full(20, 0.01), 1.0, 2.0, 5, 0.5, 0.3, 10, 1000, beta=0.5, nu=0.5)
+    a3 = lb.stability_fosm(np.full(20, 0.01), 1.0, PR, beta=0.5, nu=0.5, three=True)
+    a1 = lb.stability_fosm(np.full(20, 0.01), 1.0, PR, beta=0.5, nu=0.5)
     assert np.all(a3 >= a1)
 
 
@@ -69,14 +72,15 @@ def test_lemma1_and_e_min():  # §2.7 Lemma 1 and §3.3 eq. (23)
     val, eta = lb.lemma1_opt(1.0, 2.0, 3.0, 4.0, 100)
     assert val == pytest.approx(2 * np.sqrt(0.02) + 2 * 3 ** (1 / 3) * 0.01 ** (2 / 3) + 0.04)
     assert eta == pytest.approx(min(0.25, np.sqrt(1 / 200), (1 / 300) ** (1 / 3)))
-    r = lb.e_min_sgd(100, 1e-4, 1.0, 2.0, 2, 0.5, 0.3, 10, 1000, 1.0, 2.0, 0.1)
+    r = lb.e_min_sgd(100, 1e-4, 1.0, lb.Problem(2.0, 2, 0.5, 0.3, 10, 1000), lb.Risk(1.0, 2.0, 0.1))
     assert r["rho"] > 0 and np.isfinite(r["value"])
-    r2 = lb.e_min_sgd(100, 1e-4, 1.0, 2.0, 2, 0.5, 0.3, 10, 1000, 1.0, 2.0, 0.1, paper_literal=True)
+    r2 = lb.e_min_sgd(100, 1e-4, 1.0, lb.Problem(2.0, 2, 0.5, 0.3, 10, 1000),
+                      lb.Risk(1.0, 2.0, 0.1, paper_literal=True))
     assert r2["value"] != r["value"]
 
 
 def test_conditions_flip():  # §3.5
-    ok = setting(K=2, lr=1 / (12 * 2 * 2.0), global_lr=1 / 480.0 * 11, T=1, b=10, n=100, hp={"c": 0.5})
+    ok = setting(K=2, lr=1 / (12 * 2 * 2.0), global_lr=1 / 480.0 * 11, T=1, b=10, n=100, options={"c": 0.5})
     bad = setting(K=2, lr=0.5, T=30)
     cb = [b for b in bounds_for(ok) if b.name == "libra.stability" and b.form == "paper"][0].conditions
     assert cb["1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)"]
@@ -105,34 +109,34 @@ def test_gamma_optimised_corollary1():  # §2.3 / §2.4: min over gamma
 def test_measurement_u_shape_overfits():
     t = np.arange(101.0)
     e = (t - 40) ** 2 / 1600 + 1.0
-    assert lb.minimum_excess_risk_round(e) == 40
-    assert lb.fitting_regime(e) == "over-fitting"
+    assert er.minimum_excess_risk_round(e) == 40
+    assert er.fitting_regime(e) == "over-fitting"
     # e from Corollary 1 with growing stability and decaying gradient norm: interior minimum
     s, g = 1e-3 * t ** 1.5, 5.0 / (1 + t)
     e2 = lb.excess_risk_dynamics(s, g, 2.0, 1.0)["total"]
-    ts = lb.minimum_excess_risk_round(e2)
-    assert 0 < ts < 100 and lb.fitting_regime(e2) == "over-fitting"
-    fit = lb.fit_excess_risk(0.5 * s + 2.0 * g, s, g)
+    ts = er.minimum_excess_risk_round(e2)
+    assert 0 < ts < 100 and er.fitting_regime(e2) == "over-fitting"
+    fit = er.fit_excess_risk(0.5 * s + 2.0 * g, s, g)
     assert fit["phi1"] == pytest.approx(0.5) and fit["phi2"] == pytest.approx(2.0)
     assert not fit["degenerate"] and fit["on_bound"] == []
-    assert fit["T_star"] == lb.minimum_excess_risk_round(0.5 * s + 2.0 * g)
+    assert fit["T_star"] == er.minimum_excess_risk_round(0.5 * s + 2.0 * g)
     assert 0 < fit["T_star"] < 100
 
 
 def test_measurement_monotone_underfits_and_flat_is_benign():
     t = np.arange(101.0)
     e = 1.0 / (1 + 0.05 * t)
-    assert lb.minimum_excess_risk_round(e) == 100
-    assert lb.fitting_regime(e) == "under-fitting"
+    assert er.minimum_excess_risk_round(e) == 100
+    assert er.fitting_regime(e) == "under-fitting"
     flat = 1.0 + np.exp(-t / 5)
-    assert lb.fitting_regime(flat) == "benign"
-    assert lb.fitting_regime(np.ones(10)) == "benign"
+    assert er.fitting_regime(flat) == "benign"
+    assert er.fitting_regime(np.ones(10)) == "benign"
 
 
 def test_nnls_nonnegative():
     t = np.arange(50.0)
     s, g = t / 50, np.exp(-t / 10)
-    fit = lb.fit_excess_risk(2 * s - 0.5 * g, s, g)  # a negative phi2 is not allowed
+    fit = er.fit_excess_risk(2 * s - 0.5 * g, s, g)  # a negative phi2 is not allowed
     assert fit["phi1"] >= 0 and fit["phi2"] == 0
     assert fit["degenerate"] and fit["on_bound"] == ["phi2"] and fit["T_star"] is None
     lo, hi = fit["phi2.ci"]  # the unconstrained estimate -0.5 (exact data: a zero-width interval)
@@ -147,7 +151,7 @@ def test_fit_with_the_stability_term_on_its_bound_is_degenerate_with_an_interval
     t = np.arange(101.0)
     s, g = 1e-2 * t, 5.0 / (1 + t) + 0.1
     e = 1.5 * g - 0.02 * s + 0.01 * rng.standard_normal(t.size)
-    fit = lb.fit_excess_risk(e, s, g, start=1)
+    fit = er.fit_excess_risk(e, s, g, start=1)
     assert fit["phi1"] == 0 and fit["phi2"] > 1 and fit["degenerate"] and fit["on_bound"] == ["phi1"]
     assert fit["T_star"] is None
     lo, hi = fit["phi1.ci"]
@@ -173,5 +177,5 @@ def test_s_r1_overflows_to_inf_not_nan():
     """With eta_g = 1 the (1 - eta_g) sqrt(s) term is 0 even after s overflows: the bound is inf (vacuous), not
     NaN (the demo's libra.stability corrected)."""
     with np.errstate(over="ignore"):  # as bounds_for evaluates every bound
-        s = lb.stability_r1(np.full(400, 1.0), 1.0, 50.0, 10, 0.5, 0.3, 10, 1000)
+        s = lb.stability_r1(np.full(400, 1.0), 1.0, lb.Problem(50.0, 10, 0.5, 0.3, 10, 1000))
     assert np.isinf(s[-1]) and not np.isnan(s).any() and np.isfinite(s[:5]).all()

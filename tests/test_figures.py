@@ -33,7 +33,7 @@ def captured(monkeypatch):
         figs[name] = fig
         return []
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save", keep)
     return figs
 
 

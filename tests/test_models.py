@@ -50,15 +50,16 @@ def test_mismatches_rejected():
 
 def test_catalogue_counts_match_the_built_models(capsys):
     """``stabkit models`` prints the catalogue without torch; every count must be the built module's."""
-    from stabkit.models.catalogue import DESCRIPTIONS, PARAMETERS, REFERENCE_SHAPES
+    from stabkit.models.catalogue import CATALOGUE
+    from stabkit.models.registry import FACTORIES
     from tests.helpers import cli
 
-    assert set(PARAMETERS) == set(DESCRIPTIONS) == set(REFERENCE_SHAPES) == set(MODELS)
+    assert list(CATALOGUE) == list(FACTORIES) == list(MODELS)  # one row and one factory per built-in model
     for name in MODELS:
-        _, shape, classes, integer = REFERENCE_SHAPES[name]
-        task = _task("classification" if classes else "regression", shape, classes)
+        _, shape, classes, integer = CATALOGUE[name].reference
+        task = _task(CATALOGUE[name].kind, shape, classes)
         if integer:
             task.train_x = [np.zeros((1, *shape), np.int64)]
-        assert sum(p.numel() for p in build_model(name, task).parameters()) == PARAMETERS[name], name
+        assert sum(p.numel() for p in build_model(name, task).parameters()) == CATALOGUE[name].parameters, name
     code, out, _ = cli(["models"], capsys)
     assert code == 0 and "resnet18_gn   11,181,642 parameters on CIFAR-10 3x32x32" in out

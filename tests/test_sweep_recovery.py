@@ -72,13 +72,13 @@ def test_report_keeps_jobs_too_short_to_fit_and_says_what_they_lack(tmp_path, ca
     sweep(spec, out)
     import stabkit.sweep.report as report
 
-    legends, save = {}, report._save
+    legends, save = {}, report.save
 
     def capture(fig, where, name):
         legends[name] = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
         return save(fig, where, name)
 
-    monkeypatch.setattr(report, "_save", capture)
+    monkeypatch.setattr(report, "save", capture)
     code, stdout, err = cli(["report", str(out), "--bootstrap", "0"], capsys)
     assert code == 0, err
     short = [j for j in json.loads((out / "manifest.json").read_text())["jobs"] if "local_steps=2" in j]

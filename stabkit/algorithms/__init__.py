@@ -4,8 +4,8 @@ Every module defines its algorithm as an :class:`Algorithm` subclass with a ``na
 maps the built-in names to classes (FedAvg first, then alphabetical). ``algorithm_class`` also resolves
 plug-ins (``stabkit.plugins``): an import path ``package.module:Class`` or an entry point of the group
 ``stabkit.algorithms``; ``available_algorithms`` lists built-in and installed ones. ``build_algorithm``
-validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records (``config.json``'s
-``hp_resolved``, which is what the bounds read).
+validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records
+(``config.json``'s ``hp_resolved``, which is what the bounds read).
 
 Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
 
@@ -14,8 +14,11 @@ Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hoo
 * composition: ``Wrapper`` (delegates every hook to an inner algorithm) and the wrappers built on it,
   ``SAM`` (+ ``SAMParams``: sharpness-aware ascent around any client rule) and ``RelaxedInit``
   (+ ``RIParams``: FedInit's relaxed initialisation around any algorithm);
+* the server-optimizer slot (``stabkit.algorithms.server_opt``): ``Transform`` (an optax-style ``(init,
+  update)`` pair applied to the mean upload) and ``ServerOpt`` (the wrapper that puts one in any algorithm's
+  server; FedAdam and the FOSM family are built on it);
 * shared update rules (``stabkit.algorithms.rules``): ``on_clients``, ``client_delta``, ``server_step``,
-  ``gradient_units``, ``full_gradient_at_x``.
+  ``gradient_units``, ``full_gradient_at_x``, ``lookahead_server``.
 """
 import dataclasses
 import importlib
@@ -24,9 +27,10 @@ import pkgutil
 from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
-from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units, on_clients,
-                                      server_step)
+from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units,
+                                      lookahead_server, on_clients, server_step)
 from stabkit.algorithms.sam import SAM, SAMParams
+from stabkit.algorithms.server_opt import ServerOpt, Transform
 from stabkit.errors import ConfigError
 
 
@@ -71,6 +75,7 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
     return dataclasses.asdict(build_algorithm(name, hp).p)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM", "SAMParams",
-           "Step", "Wrapper", "algorithm_class", "available_algorithms", "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x",
-           "gradient_units", "hp", "on_clients", "resolve_hp", "server_step"]
+__all__ = ["ALGORITHMS", "Algorithm", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
+           "SAMParams", "ServerOpt", "Step", "Transform", "Wrapper", "algorithm_class", "available_algorithms",
+           "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
+           "lookahead_server", "on_clients", "resolve_hp", "server_step"]

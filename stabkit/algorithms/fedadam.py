@@ -9,13 +9,15 @@
 UNCERTAIN-04 (beta2, tau, v init unspecified): beta2 = 0.99 and tau = 1e-3 (Reddi et al.); ``v_init``
 ``tau2`` (default: v_{-1} = tau^2, Reddi et al.'s v_{-1} >= tau^2 and FedACG's code) or ``zeros``.
 The paper's experiments use eta = 0.1 (pass --global-lr 0.1); m_{-1} = 0.
-No setting with beta2 < 1 is FedAvg; the exact limits: beta1 = 0, beta2 = 1 freezes v at its init, so
+FedAvg's clients with the Adam transform in the server slot (:mod:`stabkit.algorithms.server_opt`); the same
+server around any client rule is ``AdamServer(inner)``. No setting with beta2 < 1 is FedAvg; the exact limits:
+beta1 = 0, beta2 = 1 freezes v at its init, so
 (v_init = zeros, tau = 1) and (v_init = tau2, tau = 1/2) divide by exactly 1 -- FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, choice, hp
-from stabkit.algorithms.rules import server_step
+from stabkit.algorithms.base import HParams, choice, hp
+from stabkit.algorithms.server_opt import AdamState, ServerOpt, adam
 
 
 @dataclass(frozen=True)
@@ -27,21 +29,19 @@ class FedAdamParams(HParams):
                          ("tau2", "zeros"))
 
 
-class FedAdam(Algorithm):
+class AdamServer(ServerOpt):
+    """Any algorithm with the Adam server (:func:`~stabkit.algorithms.server_opt.adam`), named ``<inner>+adam``."""
+
+    params_cls = FedAdamParams
+    state = AdamState
+    tag, tag_title = "adam", "Adam server"
+
+    def transform(self):
+        p = self.p
+        return adam(p.beta1, p.beta2, p.tau, p.v_init)
+
+
+class FedAdam(AdamServer):
     name = "fedadam"
     title = "FedAdam"
     reference = "Reddi et al. 2021, ICLR (Adaptive Federated Optimization); FedSAGD paper App. C.6 (fedsagd.md §2.6)"
-    params_cls = FedAdamParams
-    server_state = ("m", "v")
-
-    def init_state(self, x, num_rows):
-        server, client = super().init_state(x, num_rows)
-        if self.p.v_init == "tau2":
-            server["v"] = server["v"] + self.p.tau ** 2
-        return server, client
-
-    def server_update(self, ctx, means):
-        p, delta = self.p, means["delta"]
-        m = p.beta1 * ctx.server["m"] + (1 - p.beta1) * delta
-        v = p.beta2 * ctx.server["v"] + (1 - p.beta2) * delta * delta
-        return server_step(ctx, m / (v.sqrt() + p.tau)), {"m": m, "v": v}

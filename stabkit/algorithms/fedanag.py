@@ -8,14 +8,13 @@ State: server v (v_0 = 0), in the gradient direction.
             v_{t+1} = beta/(1+beta) v_t - Delta / ((1+beta) eta_l K)    (FedSAGD's line 15)
             x_{t+1} = x_t + eta Delta
 
-The server rule is FedSAGD's (Algorithm 1 lines 15-16), so FedANAG subclasses FedSAGD and replaces only
-the local step. beta = 0 is FedAvg bit for bit.
+The server rule is FedSAGD's (Algorithm 1 lines 15-16), the shared rule ``lookahead_server``
+(:mod:`stabkit.algorithms.rules`). beta = 0 is FedAvg bit for bit.
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import HParams, descend, hp
-from stabkit.algorithms.fedsagd import FedSAGD
-from stabkit.algorithms.rules import on_clients
+from stabkit.algorithms.base import Algorithm, HParams, descend, hp
+from stabkit.algorithms.rules import lookahead_server, on_clients
 
 
 @dataclass(frozen=True)
@@ -23,13 +22,17 @@ class FedANAGParams(HParams):
     beta: float = hp(0.9, "momentum coefficient beta (local and server)", low=0.0, high=1.0, high_open=True)
 
 
-class FedANAG(FedSAGD):
+class FedANAG(Algorithm):
     name = "fedanag"
     title = "FedANAG"
     reference = ("Zhang et al. 2025 (FedANAG); FedSAGD paper App. C.10, server rule from the authors' code "
                  "(fedsagd.md §2.10)")
     params_cls = FedANAGParams
+    server_state = ("v",)
 
     def client_step(self, ctx, step, y, local, g):
         b = self.p.beta
         return descend(y, step.lr, (1 + b) * g + b ** 2 * on_clients(ctx.server["v"])), local
+
+    def server_update(self, ctx, means):
+        return lookahead_server(ctx, means, self.p.beta)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from stabkit.algorithms.base import Algorithm, HParams, descend, hp
-from stabkit.algorithms.rules import on_clients, server_step
+from stabkit.algorithms.rules import lookahead_server, on_clients
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,4 @@ class FedSAGD(Algorithm):
         return descend(y, step.lr, m + (p.lam + p.mu) * y - p.lam * ctx.x_clients), local
 
     def server_update(self, ctx, means):
-        beta, delta = self.p.beta, means["delta"]
-        v = (beta / (1 + beta)) * ctx.server["v"] - delta / ((1 + beta) * ctx.lr * ctx.local_steps)
-        return server_step(ctx, delta), {"v": v}
+        return lookahead_server(ctx, means, self.p.beta)

@@ -6,7 +6,9 @@ Clients run plain local SGD (FedAvg's client) and report the pseudo-gradient in 
     m^t     = beta m^{t-1} + nu d^t          (m^{-1} = 0, UNCERTAIN L-U1: the first m is nu d^0)
     x^{t+1} = x^t - eta_g m^t                (eta_g = the run's global lr)
 
-Special cases (§1.2), one class each, sharing this machinery (only ``nu`` differs):
+FedAvg's clients with the :func:`~stabkit.algorithms.server_opt.momentum` transform in the server slot (any
+client rule takes it as ``MomentumServer(inner, FOSMParams(...))``, named ``<inner>+momentum``). Special cases (§1.2),
+one class each, sharing this machinery (only ``nu`` differs):
 
 * ``fosm``      beta, nu free.   beta = 0, nu = 1 is FedAvg / server SGD bit for bit; beta = 0, any nu is
   server SGD with global lr ``nu * eta_g``.
@@ -21,8 +23,8 @@ The server state ``m`` (Libra's sign) is logged by the engine as ``disc_m`` / ``
 """
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, hp
-from stabkit.algorithms.rules import server_step
+from stabkit.algorithms.base import HParams, hp
+from stabkit.algorithms.server_opt import MomentumState, ServerOpt, momentum
 
 _BETA_DOC = "server momentum coefficient beta"
 
@@ -40,21 +42,25 @@ class ServerMomentumParams(HParams):
     beta: float = hp(0.9, _BETA_DOC, low=0.0, high=1.0)
 
 
-class FOSM(Algorithm):
-    name = "fosm"
-    title = "FOSM (server momentum)"
-    reference = "Libra (Zeng et al.), Algorithm 1 option (ii) and App. D (libra.md §1.1-1.3)"
+class MomentumServer(ServerOpt):
+    """Any algorithm with Libra's server momentum, named ``<inner>+momentum``."""
+
     params_cls = FOSMParams
-    server_state = ("m",)
+    state = MomentumState
+    tag, tag_title = "momentum", "server momentum"
 
     @property
     def nu(self) -> float:
         return self.p.nu
 
-    def server_update(self, ctx, means):
-        d = -means["delta"]  # Libra's d^t = x^t - mean_i x_i^{t,K}
-        m = self.p.beta * ctx.server["m"] + self.nu * d
-        return server_step(ctx, m, -1.0), {"m": m}
+    def transform(self):
+        return momentum(self.p.beta, self.nu)
+
+
+class FOSM(MomentumServer):
+    name = "fosm"
+    title = "FOSM (server momentum)"
+    reference = "Libra (Zeng et al.), Algorithm 1 option (ii) and App. D (libra.md §1.1-1.3)"
 
 
 class FedAvgM(FOSM):

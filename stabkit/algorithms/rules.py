@@ -13,6 +13,8 @@ reuses one reduces to FedAvg bit for bit where its spec says it does.
   round in gradient units -- divided by the lr sum of the K local steps actually taken (``ctx.lr_sum``,
   K * eta_l for a constant lr), never by a step count derived from a client's data size (a known SCAFFOLD
   bug with unequal client sizes);
+* ``lookahead_server(ctx, means, beta)``: FedSAGD's server (Algorithm 1 lines 15-16), shared by FedANAG: the
+  model step on the mean upload and the server state ``v_{t+1} = beta/(1+beta) v_t - Delta / ((1+beta) eta_l K)``;
 * ``full_gradient_at_x(ctx)``: each client's full local gradient at x_t (one counted gradient evaluation),
   treated like the local gradients (``ctx.process``: clipping; weight decay only under
   ``weight_decay_placement=gradient``), for MimeLite, SCAFFOLD-I and FedMoSWA-I.
@@ -52,9 +54,18 @@ def gradient_units(ctx, start: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (start - y) / ctx.lr_sum
 
 
+def lookahead_server(ctx, means: dict, beta: float) -> tuple:
+    """``(x_{t+1}, {"v": v_{t+1}})``: ``x_t + eta_g Delta`` and ``v_{t+1} = beta/(1+beta) v_t - Delta /
+    ((1+beta) eta_l K)`` with ``Delta = means["delta"]`` and eta_l the round's (decayed) client lr."""
+    delta = means["delta"]
+    v = (beta / (1 + beta)) * ctx.server["v"] - delta / ((1 + beta) * ctx.lr * ctx.local_steps)
+    return server_step(ctx, delta), {"v": v}
+
+
 def full_gradient_at_x(ctx) -> torch.Tensor:
     """grad F_i(x_t) on each client's full local data, processed like a step gradient."""
     return ctx.process(ctx.full_grad_fn(ctx.x_clients), ctx.x_clients)
 
 
-__all__ = ["client_delta", "descend", "full_gradient_at_x", "gradient_units", "on_clients", "server_step"]
+__all__ = ["client_delta", "descend", "full_gradient_at_x", "gradient_units", "lookahead_server", "on_clients",
+           "server_step"]

@@ -15,54 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from stabkit.store.runstore import prepare_dir  # noqa: E402
-
-STYLE = dict(style="whitegrid", context="paper", font_scale=1.1)
-
-
-def _save(fig, out: Path, name: str) -> list:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        p = out / f"{name}.{ext}"
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
-    return paths
-
-
-def _colors(n):
-    """Distinct colours: the colour-blind palette up to 10 curves, evenly spaced hues beyond."""
-    return sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1))
-
-
-def line_styles(n) -> list:
-    """``n`` distinct (colour, line style) pairs: the 10 colour-blind colours, then again dashed, dash-dotted, ...
-    (more than ten evenly spaced hues are too close to tell apart)."""
-    palette = sns.color_palette("colorblind", 10)
-    return [dict(color=palette[i % 10], ls=["-", "--", "-.", ":"][i // 10 % 4]) for i in range(n)]
-
+from stabkit.plotting import STYLE, coincident, colors, plt, save, sns
+from stabkit.store.outdir import prepare_dir
 
 # Line styles of the bounds of one run (its colour), so bounds stay apart where colours repeat
 BOUND_STYLES = [dict(ls="-"), dict(ls="--"), dict(ls="-."), dict(ls=(0, (1, 1))), dict(ls=(0, (5, 1, 1, 1, 1, 1))),
                 dict(ls=(0, (8, 2))), dict(ls="-", marker="v", markevery=0.1, ms=3),
                 dict(ls="--", marker="s", markevery=0.1, ms=3)]
-
-
-def coincident(values: list, rtol: float = 1e-6) -> list:
-    """For each curve the index of the first earlier curve it equals at every round (None if none)."""
-    out = []
-    for i, v in enumerate(values):
-        out.append(next((j for j in range(i) if out[j] is None and v.shape == values[j].shape
-                         and np.allclose(v, values[j], rtol=rtol, atol=0, equal_nan=True)), None))
-    return out
 
 
 def _note_missing(fig, analyses) -> None:
@@ -76,7 +37,7 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     sns.set_theme(**STYLE)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.5))
     low, high = np.inf, 0.0  # the bounds panel shows the measured curves and the valid bounds in full
-    for a, color in zip(analyses, _colors(len(analyses))):
+    for a, color in zip(analyses, colors(len(analyses))):
         curves = a.curves()
         t = np.arange(curves.shape[1])
         ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label} (measured)")
@@ -108,14 +69,14 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
     ax.legend(fontsize=7)
     axb.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1), handlelength=3.5)
     _note_missing(fig, analyses)
-    return _save(fig, out, "discrepancy")
+    return save(fig, out, "discrepancy")
 
 
 def plot_local(analyses, out: Path) -> list:
     sns.set_theme(**STYLE)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     drew = False
-    for a, color in zip(analyses, _colors(len(analyses))):
+    for a, color in zip(analyses, colors(len(analyses))):
         if a.local is None:
             continue
         for i, (r, g) in enumerate(a.local.groupby("round")):
@@ -131,13 +92,13 @@ def plot_local(analyses, out: Path) -> list:
     if drew:
         ax.set_yscale("symlog", linthresh=1e-3)
     ax.legend(fontsize=6)
-    return _save(fig, out, "local")
+    return save(fig, out, "local")
 
 
 def plot_gap(analyses, out: Path) -> list:
     sns.set_theme(**STYLE)
     fig, (ax, axc) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for a, color in zip(analyses, _colors(len(analyses))):
+    for a, color in zip(analyses, colors(len(analyses))):
         df = a.df.dropna(subset=["gap_a"])
         for axis, col, title in ((ax, "gap", "test loss − train loss"), (axc, "client_gap", r"$R_u - R_e$")):
             if f"{col}_a" not in df:
@@ -148,7 +109,7 @@ def plot_gap(analyses, out: Path) -> list:
             axis.set(xlabel="round t", title=title)
     ax.set_ylabel("generalisation gap")
     ax.legend(fontsize=7)
-    return _save(fig, out, "gap")
+    return save(fig, out, "gap")
 
 
 def plot_libra(analyses, out: Path) -> list:
@@ -189,7 +150,7 @@ def plot_libra(analyses, out: Path) -> list:
             handles, labels = handles + h2, labels + l2
         # one legend below the panel: none covers a curve
         ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-    return _save(fig, out, "libra")
+    return save(fig, out, "libra")
 
 
 # fit-table columns and their headers (the summary-row keys are terse)
@@ -216,7 +177,7 @@ def plot_fit_table(rows: list, out: Path) -> list:
     notes = [f"{r['label']}: {r['missing']}" for r in rows if r.get("missing")]
     if notes:
         fig.text(0.01, -0.02, "not computed:\n" + "\n".join(notes), ha="left", va="top", fontsize=7, color="0.3")
-    return _save(fig, out, "fit_table")
+    return save(fig, out, "fit_table")
 
 
 def _fmt(v) -> str:

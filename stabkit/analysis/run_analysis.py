@@ -18,7 +18,8 @@ import pandas as pd
 
 from stabkit import plugins
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
-from stabkit.analysis.bounds.libra import excess_risk_dynamics, fit_excess_risk, fitting_regime, minimum_excess_risk_round
+from stabkit.analysis.bounds.libra import excess_risk_dynamics
+from stabkit.analysis.excess_risk import fit_excess_risk, fitting_regime, minimum_excess_risk_round
 from stabkit.errors import ConfigError
 from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
 from stabkit.config.runconfig import RunConfig
@@ -214,6 +215,30 @@ def _too_short(what: str, points: int, unit: str) -> str:
     return f"not made: {what} gives {points} points ({unit}), a growth-law fit needs at least {MIN_POINTS}"
 
 
+def _finite_rounds(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The rounds at which every pair is finite (a run stops at its first non-finite round, or below the
+    overflow threshold at the round its summary names as diverged)."""
+    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
+    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
+    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
+    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
+    if last < 0:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
+    return df[df["round"] <= last]
+
+
+def _local_fits(local: pd.DataFrame, bootstrap: int, seed: int, missing: dict) -> dict:
+    """``round -> local growth fit`` of the L1 local discrepancy; a too-short curve is named in ``missing``."""
+    fits = {}
+    for r in sorted(local["round"].unique()):
+        k, lc = local_curves(local, column="l1_a", rounds=[r])
+        try:
+            fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
+        except TooFewPoints:
+            missing["local fit"] = _too_short(f"K = {len(k) - 1} local steps", len(k), "k = 0..K")
+    return fits
+
+
 def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     """Fits, bounds and Libra's excess risk for the run directory ``path``.
 
@@ -230,14 +255,7 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
                           f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
                           f"{path / 'config.json'} --out NEW_DIR`")
     constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
-    # rounds at which every pair is finite (a run stops at its first non-finite round)
-    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
-    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
-    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
-    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
-    if last < 0:
-        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
-    df = df[df["round"] <= last]
+    df = _finite_rounds(df, path)
     setting = setting_from_run(df, constants)
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
@@ -253,15 +271,8 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
         bounds, libra = bounds_for(setting), _libra(setting)
     else:
         missing["bounds"] = f"not computed: no round after round 0{why}"
-    local, local_fits = None, {}
-    if (path / "local.csv").is_file():
-        local = pd.read_csv(path / "local.csv")
-        for r in sorted(local["round"].unique()):
-            k, lc = local_curves(local, column="l1_a", rounds=[r])
-            try:
-                local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
-            except TooFewPoints:
-                missing["local fit"] = _too_short(f"K = {len(k) - 1} local steps", len(k), "k = 0..K")
+    local = pd.read_csv(path / "local.csv") if (path / "local.csv").is_file() else None
+    local_fits = {} if local is None else _local_fits(local, bootstrap, seed, missing)
     return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
 
 

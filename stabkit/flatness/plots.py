@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from stabkit.analysis.plots import STYLE, _colors, _save  # noqa: E402
+from stabkit.plotting import STYLE, colors, plt, save, sns
 
 PANEL = (3.2, 2.9)  # inches per panel
 LEVELS = 14
@@ -70,7 +65,7 @@ def _contours(results, key, out, name, xlabel, ylabel):
     axes[0].legend(loc="lower left", framealpha=0.8)
     cbar = fig.colorbar(filled, ax=axes, shrink=0.85, pad=0.02)
     cbar.set_label("train loss (filled); test loss: dashed")
-    return _save(fig, out, name)
+    return save(fig, out, name)
 
 
 def _dots(ax, dots):
@@ -101,23 +96,23 @@ def _surfaces(results, key, out, name):
         ax.set_title(f"{label}: train (surface), test (wire)", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.view_init(elev=32, azim=-60)
-    return _save(fig, out, name)
+    return save(fig, out, name)
 
 
 def _random_slice(results, out):
     fig, ax = plt.subplots(figsize=PANEL)
-    for (label, r), color in zip(results, _colors(len(results))):
+    for (label, r), color in zip(results, colors(len(results))):
         s = r["random"]
         ax.plot(s["a"], s["slice"]["train"], color=color, lw=1.6, label=f"{label} train")
         ax.plot(s["a"], s["slice"]["test"], color=color, lw=1.2, ls="--", label=f"{label} test")
     ax.set(xlabel="a (filter-normalised direction 1)", ylabel="loss", title="1-D slice f(a, 0)")
     ax.legend(fontsize=6)
-    return _save(fig, out, "random_slice")
+    return save(fig, out, "random_slice")
 
 
 def _paired(results, out):
     fig, ax = plt.subplots(figsize=(PANEL[0] * 1.2, PANEL[1]))
-    for (label, r), color in zip(results, _colors(len(results))):
+    for (label, r), color in zip(results, colors(len(results))):
         p = r["paired"]
         ax.plot(p["s"], p["train"], color=color, lw=1.6, label=f"{label}: train, own (‖x−x′‖ = {p['distance']:.3g})")
         ax.plot(p["s"], p["train_other"], color=color, lw=1.0, ls=":", label=f"{label}: train, neighbour's")
@@ -127,4 +122,4 @@ def _paired(results, out):
     ax.set(xlabel="s: x_T + s (x′_T − x_T)   (0: this trajectory, 1: its neighbour)", ylabel="loss",
            title="slice between the pair's two trajectories")
     ax.legend(fontsize=5.5, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _save(fig, out, "paired_slice")
+    return save(fig, out, "paired_slice")

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from stabkit.analysis.plots import _colors, _save  # noqa: E402
-from stabkit.flatness.claims import LEVEL, flatness_table, verdicts  # noqa: E402
-from stabkit.store.atomic import atomic_write_csv  # noqa: E402
+from stabkit.flatness.claims import LEVEL, flatness_table, verdicts
+from stabkit.plotting import colors, plt, save
+from stabkit.store.atomic import atomic_write_csv
 
 PANELS = [("sharp_lambda_max", r"Hessian $\lambda_{max}$"), ("sharp_sam_0.05", "SAM sharpness, r = 0.05")]
 
@@ -48,7 +44,7 @@ def scatter(jobs: pd.DataFrame, settings: list, out: Path) -> list:
     for ax, (col, title) in zip(axes, PANELS):
         if col not in jobs:
             continue
-        for label, color in zip(sorted(labels.unique()), _colors(labels.nunique())):
+        for label, color in zip(sorted(labels.unique()), colors(labels.nunique())):
             sel = jobs[labels == label]
             for i, (level, g) in enumerate(sel.groupby(LEVEL) if markers else [(None, sel)]):
                 ax.scatter(g["D_T"], g[col], color=color, marker=markers.get(level, "o"), s=28,
@@ -61,4 +57,4 @@ def scatter(jobs: pd.DataFrame, settings: list, out: Path) -> list:
             ax.legend(fontsize=6)
     fig.suptitle("sharpness vs discrepancy (one point per job)", y=1.02, fontsize=9)
     fig.tight_layout()
-    return _save(fig, out, "sharpness_vs_discrepancy")
+    return save(fig, out, "sharpness_vs_discrepancy")

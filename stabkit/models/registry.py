@@ -16,19 +16,42 @@ generic ``torch.func`` path.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from torch import nn
 
 from stabkit import plugins
 from stabkit.errors import require
-from stabkit.models.catalogue import MODELS
+from stabkit.models.catalogue import CATALOGUE, MODELS
 from stabkit.models.convnets import conv_pool_net, vgg11
 from stabkit.models.lstm import VOCAB, CharLSTM
 from stabkit.models.resnet import ResNet18GN
 from stabkit.tasks.base import Task
 
-# Minimum (H, W) of image inputs per image model.
-_MIN_SIZE = {"cnn": 4, "fedavg_cnn": 16, "lenet5": 16, "vgg11": 32, "resnet18_gn": 1}
+
+def _flat_in(task: Task) -> int:
+    return math.prod(task.input_shape)
+
+
+def logistic(task: Task, hidden: int) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_in(task), task.num_classes))
+
+
+def mlp(task: Task, hidden: int) -> nn.Module:
+    d, classes = _flat_in(task), task.num_classes
+    return nn.Sequential(nn.Flatten(), nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+def linear(task: Task, hidden: int) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_in(task), 1, bias=False))
+
+
+def char_lstm(task: Task, hidden: int) -> nn.Module:
+    integer = task.train_x[0].dtype.kind in "iu"
+    require(integer and len(task.input_shape) == 1, "model", "char_lstm",
+            f"needs integer token sequences [n, T], but task {task.name!r} has "
+            f"{task.train_x[0].dtype} inputs of shape {task.input_shape}")
+    return CharLSTM(VOCAB, task.num_classes)
 
 
 def _cnn(shape: tuple, classes: int) -> nn.Module:
@@ -41,48 +64,44 @@ def _cnn(shape: tuple, classes: int) -> nn.Module:
     )
 
 
-def _image_model(name: str, shape: tuple, classes: int) -> nn.Module:
-    least = _MIN_SIZE[name]
-    require(len(shape) == 3 and min(shape[1:]) >= least, "model", name,
-            f"needs image inputs (C, H, W) with H, W >= {least}, but the task's input shape is {shape}")
-    if name == "cnn":
-        return _cnn(shape, classes)
-    if name == "fedavg_cnn":
-        return conv_pool_net(shape, classes, channels=(64, 64), widths=(384, 192))
-    if name == "lenet5":
-        return conv_pool_net(shape, classes, channels=(6, 16), widths=(120, 84))
-    if name == "vgg11":
-        return vgg11(shape[0], classes)
-    return ResNet18GN(shape[0], classes)
+def image_model(name: str, least: int, build: Callable) -> Callable:
+    """The factory of an image model ``build(shape, classes)`` needing (C, H, W) inputs with H, W >= ``least``."""
+    def factory(task: Task, hidden: int) -> nn.Module:
+        shape = tuple(task.input_shape)
+        require(len(shape) == 3 and min(shape[1:]) >= least, "model", name,
+                f"needs image inputs (C, H, W) with H, W >= {least}, but the task's input shape is {shape}")
+        return build(shape, task.num_classes)
+    return factory
+
+
+# name -> factory(task, hidden) of every built-in model (its row in the catalogue says what it is)
+FACTORIES = {
+    "logistic": logistic,
+    "mlp": mlp,
+    "cnn": image_model("cnn", 4, _cnn),
+    "linear": linear,
+    "fedavg_cnn": image_model("fedavg_cnn", 16,
+                              lambda s, c: conv_pool_net(s, c, channels=(64, 64), widths=(384, 192))),
+    "lenet5": image_model("lenet5", 16, lambda s, c: conv_pool_net(s, c, channels=(6, 16), widths=(120, 84))),
+    "vgg11": image_model("vgg11", 32, lambda s, c: vgg11(s[0], c)),
+    "resnet18_gn": image_model("resnet18_gn", 1, lambda s, c: ResNet18GN(s[0], c)),
+    "char_lstm": char_lstm,
+}
 
 
 def build_model(name: str, task: Task, hidden: int = 64) -> nn.Module:
-    """Build model ``name`` (one of :data:`MODELS`) for ``task``; ``hidden`` is the MLP width.
+    """Build model ``name`` (one of :data:`MODELS`, or a plug-in factory) for ``task``; ``hidden`` is the MLP width.
 
     ``linear`` is for regression tasks only, the others for classification tasks only; ``char_lstm``
     needs integer token sequences of LEAF's 80-character alphabet.
     """
-    if name not in MODELS:
+    if name not in FACTORIES:
         return _plugin_model(name, task)
     require(hidden >= 1, "hidden", hidden, "an integer >= 1")
-    wanted = "regression" if name == "linear" else "classification"
+    wanted = CATALOGUE[name].kind
     require(task.kind == wanted, "model", name,
             f"model {name!r} needs a {wanted} task, but task {task.name!r} is {task.kind}")
-    d = math.prod(task.input_shape)
-    classes = task.num_classes
-    if name == "logistic":
-        return nn.Sequential(nn.Flatten(), nn.Linear(d, classes))
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, classes))
-    if name == "linear":
-        return nn.Sequential(nn.Flatten(), nn.Linear(d, 1, bias=False))
-    if name == "char_lstm":
-        integer = task.train_x[0].dtype.kind in "iu"
-        require(integer and len(task.input_shape) == 1, "model", name,
-                f"needs integer token sequences [n, T], but task {task.name!r} has "
-                f"{task.train_x[0].dtype} inputs of shape {task.input_shape}")
-        return CharLSTM(VOCAB, classes)
-    return _image_model(name, tuple(task.input_shape), classes)
+    return FACTORIES[name](task, hidden)
 
 
 def _plugin_model(name: str, task: Task) -> nn.Module:

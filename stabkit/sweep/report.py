@@ -24,23 +24,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from stabkit.analysis.run_analysis import analyze  # noqa: E402
-from stabkit.errors import ConfigError, require  # noqa: E402
-from stabkit.analysis.plots import STYLE, _colors, _save, coincident, line_styles  # noqa: E402
-from stabkit.store.atomic import atomic_write_csv  # noqa: E402
-from stabkit.store.runstore import load_run, prepare_dir  # noqa: E402
-from stabkit.flatness.report import flatness_report  # noqa: E402
-from stabkit.flatness.runlog import final_sharpness  # noqa: E402
-from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
-from stabkit.sweep.manifest import read_manifest  # noqa: E402
+from stabkit.analysis.run_analysis import analyze
+from stabkit.errors import ConfigError, require
+from stabkit.flatness.report import flatness_report
+from stabkit.flatness.runlog import final_sharpness
+from stabkit.plotting import STYLE, coincident, colors, line_styles, plt, save, sns
+from stabkit.store.atomic import atomic_write_csv
+from stabkit.store.outdir import prepare_dir
+from stabkit.store.runstore import load_run
+from stabkit.sweep import REPORT_FORMATS as FORMATS
+from stabkit.sweep.manifest import read_manifest
 
 REPLICATE = "seed"
 BOUND_COLUMNS = ["job", "run", "algo", "bound", "quantity", "form", "source", "valid", "failed", "bound_T",
@@ -188,7 +184,7 @@ def _plot_discrepancy(name, analyses, labels, out) -> list:
     if log:
         ax.set_yscale("log")
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1), handlelength=3)
-    return _save(fig, out, "discrepancy")
+    return save(fig, out, "discrepancy")
 
 
 def _plot_local(name, analyses, labels, out) -> list:
@@ -198,7 +194,7 @@ def _plot_local(name, analyses, labels, out) -> list:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     groups = _groups({j: labels[j] for j in with_local})
     curves = []  # (label, colour, line style, k, mean, std)
-    for (label, members), color in zip(groups.items(), _colors(len(groups))):
+    for (label, members), color in zip(groups.items(), colors(len(groups))):
         local = pd.concat([with_local[j].local for j in members])
         for r, ls in zip(sorted(local["round"].unique()), ["-", "--", ":", "-."]):
             g = local[local["round"] == r].assign(l1=lambda d: (d["l1_a"] + d["l1_b"]) / 2).groupby("k")["l1"]
@@ -214,7 +210,7 @@ def _plot_local(name, analyses, labels, out) -> list:
     ax.set(xlabel="local step k", ylabel="max distance between clients (L1)",
            title=f"{name}: local discrepancy (±1 std)")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _save(fig, out, "local")
+    return save(fig, out, "local")
 
 
 PANELS = [("D_T", "final discrepancy $D_T$"),
@@ -232,7 +228,7 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
         ax.set(xlabel=axis, title=title)
         if col not in jobs or jobs[col].isna().all():
             ax.text(0.5, 0.5, "no job has this value", ha="center", va="center", transform=ax.transAxes, color="0.4")
-    for (key, g), color in zip(groups, _colors(len(groups))):
+    for (key, g), color in zip(groups, colors(len(groups))):
         label = _label(dict(zip(others, key if isinstance(key, tuple) else (key,))), others) if others else ""
         for ax, (col, title) in zip(axes, PANELS):
             if col not in g or g[col].isna().all():
@@ -252,4 +248,4 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
     fig.suptitle(f"{name}: against {axis} (mean ± std)", y=1.02)
-    return _save(fig, out, f"vs_{axis.replace('.', '_')}")
+    return save(fig, out, f"vs_{axis.replace('.', '_')}")

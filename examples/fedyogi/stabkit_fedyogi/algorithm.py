@@ -13,8 +13,9 @@ m_{-1} = 0 and v_{-1} = tau^2 (the paper asks v_{-1} >= tau^2). Unlike FedAdam's
 most (1 - beta2) Delta_t^2 towards Delta_t^2 per round, and stays >= 0.
 """
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from stabkit.algorithms import Algorithm, HParams, hp, server_step
+from stabkit.algorithms import HParams, ServerOpt, Transform, hp
 
 
 @dataclass(frozen=True)
@@ -24,21 +25,34 @@ class FedYogiParams(HParams):
     tau: float = hp(1e-3, "adaptivity floor tau added to sqrt(v)", low=0.0, low_open=True)
 
 
-class FedYogi(Algorithm):
+class YogiState(NamedTuple):
+    m: object  # [R, 2, d] first moment
+    v: object  # [R, 2, d] second moment
+
+
+def yogi(beta1: float, beta2: float, tau: float) -> Transform:
+    """Lines 5-8 as a server transform of the mean upload Delta_t (line 5 is the engine's mean)."""
+    def init(x):
+        return YogiState(x.new_zeros(x.shape), x.new_zeros(x.shape) + tau ** 2)  # m_{-1} = 0, v_{-1} = tau^2
+
+    def update(delta, s: YogiState):
+        m = beta1 * s.m + (1 - beta1) * delta  # line 6
+        d2 = delta * delta
+        v = s.v - (1 - beta2) * d2 * (s.v - d2).sign()  # line 7
+        return m / (v.sqrt() + tau), YogiState(m, v)  # line 8: x_t + eta * direction
+
+    return Transform(init, update)
+
+
+class FedYogi(ServerOpt):
+    """FedAvg's clients (lines 2-4) with the Yogi transform in the server slot; ``ServerOpt``'s
+    ``inner=`` puts the same server behind any other client rule."""
+
     name = "fedyogi"
     title = "FedYogi"
     reference = "Reddi et al. 2021, ICLR (Adaptive Federated Optimization), Algorithm 2"
     params_cls = FedYogiParams
-    server_state = ("m", "v")  # lines 6-7; the client side (lines 2-4) is FedAvg's
+    state = YogiState
 
-    def init_state(self, x0, num_rows):
-        server, client = super().init_state(x0, num_rows)
-        server["v"] = server["v"] + self.p.tau ** 2  # v_{-1} = tau^2
-        return server, client
-
-    def server_update(self, ctx, means):
-        p, delta = self.p, means["delta"]  # line 5
-        m = p.beta1 * ctx.server["m"] + (1 - p.beta1) * delta  # line 6
-        d2 = delta * delta
-        v = ctx.server["v"] - (1 - p.beta2) * d2 * (ctx.server["v"] - d2).sign()  # line 7
-        return server_step(ctx, m / (v.sqrt() + p.tau)), {"m": m, "v": v}  # line 8: x_t + eta * direction
+    def transform(self):
+        return yogi(self.p.beta1, self.p.beta2, self.p.tau)

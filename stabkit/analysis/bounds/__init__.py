@@ -1,6 +1,7 @@
 """Closed-form stability and excess-risk bounds of the four papers, as per-round recursions.
 
-Importing the package imports every module in it, which registers its bounds (``stabkit.analysis.bounds.base.register``).
+Importing the package imports every module in it, which registers its bounds
+(``stabkit.analysis.bounds.base.register``).
 """
 import importlib
 import pkgutil

@@ -41,6 +41,12 @@ CONSTANTS = {
     "U": "max per-sample loss observed",
 }
 
+# Knobs of the bounds (Setting.options), chosen by the user rather than measured or taken from the algorithm:
+OPTIONS = {
+    "c": "Libra: the constant of eta_g^t <= sqrt(c/t) (default eta_g^2); FedInit: eta_t = c/t (default lr[0])",
+    "C_opt": "Libra: the constant C of the optimisation term (default 1/(2 mu_pl))",
+}
+
 # Canonical names of measured curves (means over pairs, index t = 0..T):
 MEASURED = {
     "disc": "||x_t - x'_t||", "disc_sq": "||x_t - x'_t||^2", "grad_norm_sq": "||grad f(x_t)||^2",
@@ -80,10 +86,19 @@ class Setting:
     weight_decay: float = 0.0
     constants: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # knobs of the bounds themselves, not of the algorithm (OPTIONS)
 
     def param(self, name: str):
         """A hyperparameter of the run's algorithm by its own name (ValueError naming a missing one)."""
         return hp_value(self.hp, self.algo, name)
+
+    def option(self, name: str, default):
+        """A bound knob by name (:data:`OPTIONS`), ``default`` when the user set none."""
+        return self.options.get(name, default)
+
+    def round_lrs(self) -> np.ndarray:
+        """The client lr of rounds 0..T-1 as a float array (``lr`` may be longer, e.g. a whole schedule)."""
+        return np.asarray(self.lr, float)[: self.T]
 
     def const(self, name: str) -> float:
         """A constant by canonical name; KeyError names the missing constant."""
@@ -139,6 +154,34 @@ def iterate(a, b, d0: float = 0.0) -> np.ndarray:
     for t in range(T):
         out[t + 1] = a[t] * out[t] + b[t]
     return out
+
+
+def geometric_closed(a, b, t) -> np.ndarray:
+    """Closed form of ``D_{s+1} = a D_s + b``, ``D_0 = 0`` at steps ``t`` (constant a, b): ``b t`` if a = 1, else
+    ``b (1 - a^t) / (1 - a)``, written with a positive denominator (so D_0 is +0.0, not -0.0)."""
+    if a == 1:
+        return b * t
+    return b * (1 - a ** t) / (1 - a) if a < 1 else b * (a ** t - 1) / (a - 1)
+
+
+def contraction_sum(rate, eta, k):
+    """``(1 - (1 - eta rate)^k) / rate`` = ``eta sum_{j<k} (1 - eta rate)^j``, the weight k contracting steps
+    of size eta give a constant increment; its limit ``eta k`` at rate = 0."""
+    return (1.0 - (1.0 - eta * rate) ** k) / rate if rate > 0 else eta * k
+
+
+def geometric_sum(q, T):
+    """S_T(q) = sum_{s<T} q^s (= T if q = 1)."""
+    T = np.asarray(T, float)
+    return T if abs(q - 1.0) < 1e-15 else (q ** T - 1.0) / (q - 1.0)
+
+
+def at_horizons(T: int, f: Callable, first: float = np.nan) -> np.ndarray:
+    """``values[t] = f(t)`` for every horizon t = 1..T of a bound stated at its final round, ``values[0] = first``."""
+    values = np.full(T + 1, first, dtype=float)
+    for t in range(1, T + 1):
+        values[t] = f(t)
+    return values
 
 
 _REGISTRY: dict = {}  # algo -> list of (name, fn)

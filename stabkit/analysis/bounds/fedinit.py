@@ -6,14 +6,17 @@ eta = ``setting.lr[t]`` (no separate global lr in the theory), beta = ``hp["beta
 sigma_l = sqrt(``sigma_l2_sample``) (per-sample std, Assumption 3), sigma_g^2 = ``sigma_g2``, L_G = ``L_G``,
 U = ``U``, D = ``F0``, g_t = measured ``grad_norm_sq``. The interpolation constants a, b (Assumptions 4, 6) are not in
 base.CONSTANTS: they are read as constants ``a_int``, ``b_int`` (missing -> the bound is reported unavailable).
-c of eta = c/t: ``hp["c"]`` if given, else c = eta of round 1 (lr[0]).
+c of eta = c/t: the bound option ``options["c"]`` if given, else c = eta of round 1 (lr[0]). Thm 12's constants
+travel as one :class:`Thm12` record.
 Thm 12 is stated at horizon T; registered bounds evaluate it at every horizon t = 1..T (values[0] = 0).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.base import Bound, Setting, at_horizons, iterate, register
 
 SRC = "fedinit.md"
 
@@ -21,22 +24,38 @@ SRC = "fedinit.md"
 # --------------------------------------------------------------------------------------------------------------
 # plain functions
 # --------------------------------------------------------------------------------------------------------------
-def thm12(T, t0, N, U, K, C, S, sigma_l, L_G, L, c, beta):
+class Thm12(NamedTuple):
+    """Thm 12's constants: N active clients per round, loss bound U, K local steps, C clients, S samples per
+    client, per-sample gradient std sigma_l, L_G, smoothness L."""
+
+    N: int
+    U: float
+    K: int
+    C: int
+    S: int
+    sigma_l: float
+    L_G: float
+    L: float
+
+
+def thm12(T, t0, k: Thm12, c, beta):
     """Thm 12: N U K t0/(C S) + 2 sigma_l L_G/((1+2 beta) C S L) (T/t0)^{cKL}."""
+    N, U, K, C, S, sigma_l, L_G, L = k
     return N * U * K * t0 / (C * S) + 2 * sigma_l * L_G / ((1 + 2 * beta) * C * S * L) * (T / t0) ** (c * K * L)
 
 
-def t0_star(T, N, U, K, L, sigma_l, L_G, c, beta, exact=False, clamp=True):
+def t0_star(T, k: Thm12, c, beta, exact=False, clamp=True):
     """Balancing point [2 sigma_l L_G/((1+2beta) N U K L)]^{1/(1+cKL)} T^{cKL/(1+cKL)}; ``exact``: the true
     minimiser (extra (cKL)^{1/(1+cKL)}). Clamped to [1, T] unless ``clamp=False``."""
-    q = c * K * L
-    A = 2 * sigma_l * L_G / ((1 + 2 * beta) * L)
-    t0 = ((q if exact else 1.0) * A / (N * U * K)) ** (1 / (1 + q)) * np.asarray(T, float) ** (q / (1 + q))
+    q = c * k.K * k.L
+    A = 2 * k.sigma_l * k.L_G / ((1 + 2 * beta) * k.L)
+    t0 = ((q if exact else 1.0) * A / (k.N * k.U * k.K)) ** (1 / (1 + q)) * np.asarray(T, float) ** (q / (1 + q))
     return np.clip(t0, 1.0, T) if clamp else t0
 
 
-def eps_G_star(T, N, U, K, C, S, sigma_l, L_G, L, c, beta):
+def eps_G_star(T, k: Thm12, c, beta):
     """Eq. (8): 2/(C S) [2 sigma_l L_G/((1+2beta) L)]^{1/(1+cKL)} (N U K T)^{cKL/(1+cKL)}."""
+    N, U, K, C, S, sigma_l, L_G, L = k
     q = c * K * L
     return 2 / (C * S) * (2 * sigma_l * L_G / ((1 + 2 * beta) * L)) ** (1 / (1 + q)) * (N * U * K * T) ** (q / (1 + q))
 
@@ -55,10 +74,11 @@ def premise_ok(lr, K, L, beta, t0):
     return bool(np.all((1 + 2 * beta) * ph[t0:] <= ph[t0 - 1:-1] * (1 + 1e-12)))
 
 
-def thm12_schedule(lr, T, t0, N, U, K, C, S, sigma_l, L_G, L, beta, honest=False):
+def thm12_schedule(lr, T, t0, k: Thm12, beta, honest=False):
     """Thm 12 before eta = c/t: N U K t0/(C S) + L_G exp(L sum_{tau=t0-1}^{T} K eta_tau) 2 sigma_l/((1+2beta) C S L).
     ``lr`` holds eta of rounds 0..; rounds past its end reuse the last value. ``honest``: no premise -> multiply
     by (1+2beta)^{T-t0+2} and drop the 1/(1+2beta)."""
+    N, U, K, C, S, sigma_l, L_G, L = k
     lr = np.asarray(lr, float)
     t0 = max(1, int(np.floor(t0)))
     taus = np.arange(t0 - 1, int(T) + 1)
@@ -113,7 +133,8 @@ def divergence_literal(lr, K, L, beta, sigma_l2, sigma_g2, g, sum_grad_sq_over_C
         b = b + 6 * lr ** 2 * np.asarray(sum_grad_sq_over_C2, float)[: len(lr)]
     else:
         a = a + 6 * lr ** 2 * 2 * K * L ** 2 * 4 * K * beta ** 2
-        b = b + 6 * lr ** 2 * (2 * K * L ** 2 * (3 * K ** 2 * lr ** 2 * sig + 18 * K ** 3 * lr ** 2 * g) + 2 * K ** 2 * g)
+        b = b + 6 * lr ** 2 * (2 * K * L ** 2 * (3 * K ** 2 * lr ** 2 * sig + 18 * K ** 3 * lr ** 2 * g)
+                               + 2 * K ** 2 * g)
     return iterate(a, b)
 
 
@@ -186,56 +207,45 @@ def _flags(st: Setting, beta, lr, a=None):
     return f
 
 
-def _thm12_consts(st: Setting):
-    return dict(N=st.s, U=st.const("U"), K=st.K, C=st.M, S=st.n, sigma_l=np.sqrt(st.const("sigma_l2_sample")),
-                L_G=st.const("L_G"), L=st.const("L"))
+def _thm12_consts(st: Setting) -> Thm12:
+    return Thm12(N=st.s, U=st.const("U"), K=st.K, C=st.M, S=st.n, sigma_l=np.sqrt(st.const("sigma_l2_sample")),
+                 L_G=st.const("L_G"), L=st.const("L"))
 
 
 @register("fedinit", "fedavg", name="fedinit.thm12")
 def thm12_registered(st: Setting) -> list:
     """Thm 12 at horizons t = 1..T: "paper" (t0*, eq. 8), "exact" (exact minimiser), "schedule" (the run's lr,
     t0 = t0*), "honest" (run's lr, no premise). premise_ok is the Thm-12 balancing premise on the run's lr."""
-    beta, lr = _beta(st), np.asarray(st.lr, float)[: st.T]
+    beta, lr = _beta(st), st.round_lrs()
     k = _thm12_consts(st)
-    c = float(st.hp.get("c", lr[0]))
+    c = float(st.option("c", lr[0]))
     t = np.arange(1, st.T + 1, dtype=float)
-    base = {"eta_t <= c/t (Thm 12 schedule)": bool(np.all(lr <= c / t * (1 + 1e-12))),
-            "batch size 1 (Lemma 27 hit probability)": bool(st.b == 1)}
-    out = []
-    ts = t0_star(t, k["N"], k["U"], k["K"], k["L"], k["sigma_l"], k["L_G"], c, beta)
-    te = t0_star(t, k["N"], k["U"], k["K"], k["L"], k["sigma_l"], k["L_G"], c, beta, exact=True)
-    prem = premise_ok(lr, st.K, k["L"], beta, ts[-1])
-    cond = dict(base, premise_ok=prem)
-    args = (k["N"], k["U"], k["K"], k["C"], k["S"], k["sigma_l"], k["L_G"], k["L"])
-    v = np.concatenate([[0.0], eps_G_star(t, k["N"], k["U"], k["K"], k["C"], k["S"], k["sigma_l"], k["L_G"],
-                                          k["L"], c, beta)])
-    out.append(Bound("fedinit.thm12", st.algo, "gen_gap", "paper", f"{SRC} §2.6 Thm 12 eq. (8)", v,
-                     conditions=dict(cond), derived={"t0_star": float(ts[-1]), "c": c, "beta": beta}))
-    v = np.concatenate([[0.0], thm12(t, te, *args, c, beta)])
-    out.append(Bound("fedinit.thm12", st.algo, "gen_gap", "exact", f"{SRC} §2.6 Thm 12, exact t0", v,
-                     conditions=dict(cond), derived={"t0_exact": float(te[-1])}))
+    batch1 = {"batch size 1 (Lemma 27 hit probability)": bool(st.b == 1)}
+    ts, te = t0_star(t, k, c, beta), t0_star(t, k, c, beta, exact=True)
+    prem = premise_ok(lr, st.K, k.L, beta, ts[-1])
+    cond = {"eta_t <= c/t (Thm 12 schedule)": bool(np.all(lr <= c / t * (1 + 1e-12))), **batch1, "premise_ok": prem}
+    out = [Bound("fedinit.thm12", st.algo, "gen_gap", "paper", f"{SRC} §2.6 Thm 12 eq. (8)",
+                 np.concatenate([[0.0], eps_G_star(t, k, c, beta)]), conditions=dict(cond),
+                 derived={"t0_star": float(ts[-1]), "c": c, "beta": beta}),
+           Bound("fedinit.thm12", st.algo, "gen_gap", "exact", f"{SRC} §2.6 Thm 12, exact t0",
+                 np.concatenate([[0.0], thm12(t, te, k, c, beta)]), conditions=dict(cond),
+                 derived={"t0_exact": float(te[-1])})]
     for honest, form in ((False, "schedule"), (True, "honest")):
-        v = np.zeros(st.T + 1)
-        for i, T in enumerate(t):
-            v[i + 1] = thm12_schedule(lr, T, ts[i], *args, beta, honest=honest)
-        cnd = {"batch size 1 (Lemma 27 hit probability)": base["batch size 1 (Lemma 27 hit probability)"]}
-        if not honest:
-            cnd["premise_ok"] = prem
+        v = at_horizons(st.T, lambda T: thm12_schedule(lr, float(T), ts[T - 1], k, beta, honest=honest), first=0.0)
         out.append(Bound("fedinit.thm12", st.algo, "gen_gap", form, f"{SRC} §3.1 Thm 12 general schedule", v,
-                         conditions=cnd))
+                         conditions=dict(batch1) if honest else dict(batch1, premise_ok=prem)))
     return out
 
 
 @register("fedinit", name="fedinit.thm15")
 def thm15_registered(st: Setting) -> Bound:
     """Thm 15 at horizons t = 1..T with constant beta^t = beta (the theorem wants a decaying sequence)."""
-    beta, lr = _beta(st), np.asarray(st.lr, float)[: st.T]
+    beta, lr = _beta(st), st.round_lrs()
     a, b = st.const("a_int"), st.const("b_int")
-    c = float(st.hp.get("c", lr[0]))
+    c = float(st.option("c", lr[0]))
     bs = np.full(st.T + 1, beta)
-    v = np.zeros(st.T + 1)
-    for T in range(1, st.T + 1):
-        v[T] = thm15(bs[: T + 1], a, b, c, st.const("L_G"), st.K, st.M, st.n) if beta > 0 else np.inf
+    v = at_horizons(st.T, lambda T: thm15(bs[: T + 1], a, b, c, st.const("L_G"), st.K, st.M, st.n)
+                    if beta > 0 else np.inf, first=0.0)
     cond = {"beta^0 > 0": bool(beta > 0), "premise varphi(t)/beta^t non-increasing": thm15_premise(lr, st.K, bs),
             "eta_t <= c/t": bool(np.all(lr <= c / np.arange(1, st.T + 1) * (1 + 1e-12)))}
     return Bound("fedinit.thm15", st.algo, "gen_gap", "paper", f"{SRC} §2.6 Thm 15 eq. (9)", v, conditions=cond)
@@ -244,8 +254,8 @@ def thm15_registered(st: Setting) -> Bound:
 @register("fedinit", "fedavg", name="fedinit.table3")
 def table3_registered(st: Setting) -> list:
     """Table 3 rates (unit constants) vs t: SGD on CS samples and FedAvg/FedInit."""
-    lr = np.asarray(st.lr, float)[: st.T]
-    c, L = float(st.hp.get("c", lr[0])), st.const("L")
+    lr = st.round_lrs()
+    c, L = float(st.option("c", lr[0])), st.const("L")
     t = np.arange(st.T + 1, dtype=float)
     rate_only = {"a bound (Table 3 gives rates: all constants set to 1)": False}
     return [Bound("fedinit.table3", st.algo, "gen_gap", "rate_sgd", f"{SRC} §2.6 Table 3",
@@ -260,7 +270,7 @@ def divergence_registered(st: Setting) -> list:
     """Divergence Delta^t: forward ("corrected"), literal Lemma 23 ("paper"), interpolation (if a_int, b_int)."""
     if "grad_norm_sq" not in st.measured:
         raise KeyError("measured grad_norm_sq is needed")
-    beta, lr = _beta(st), np.asarray(st.lr, float)[: st.T]
+    beta, lr = _beta(st), st.round_lrs()
     g = np.asarray(st.measured["grad_norm_sq"], float)
     sl2, sg2, L = st.const("sigma_l2_sample"), st.const("sigma_g2"), st.const("L")
     flags = _flags(st, beta, lr)
@@ -283,7 +293,7 @@ def divergence_registered(st: Setting) -> list:
 @register("fedinit", "fedavg", name="fedinit.thm17")
 def thm17_registered(st: Setting) -> list:
     """Thm 17 (and Thm 19 if a_int, b_int) average divergence at horizons t = 1..T, eta = mean lr of the run."""
-    beta, lr = _beta(st), np.asarray(st.lr, float)[: st.T]
+    beta, lr = _beta(st), st.round_lrs()
     eta, L = float(np.mean(lr)), st.const("L")
     t = np.arange(st.T + 1, dtype=float)
     with np.errstate(divide="ignore"):

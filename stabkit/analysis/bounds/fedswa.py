@@ -15,6 +15,8 @@ Option I (fedmoswa/fedmo), eta_k^t <= 1/(beta K T).
 """
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import numpy as np
 
 from stabkit.analysis.bounds.base import Bound, Setting, register
@@ -25,6 +27,18 @@ SRC = "fedswa.md"
 # --------------------------------------------------------------------------------------------------------------
 # plain functions
 # --------------------------------------------------------------------------------------------------------------
+class SWAProblem(NamedTuple):
+    """The paper's constants: beta (smoothness), L (Lipschitz constant of the loss), per-sample sigma, sigma_g,
+    m clients, n samples per client."""
+
+    beta: float
+    L: float
+    sigma: float
+    sigma_g: float
+    m: int
+    n: int
+
+
 def local_lrs(lr_t, rho, K):
     """Eq. (3): eta_k = lr_t (1 - (1 - rho) k / K), k = 0..K-1. ``lr_t`` scalar -> [K]; array [T] -> [T, K]."""
     k = np.arange(K)
@@ -43,7 +57,7 @@ def aux(eta_k, beta, mu=None):
     a = 1.0 + beta * eta_k if mu is None else 1.0 - eta_k * beta * mu / (beta + mu)
     K = len(eta_k)
     W = sum(eta_k[k] * np.prod(a[k + 1:]) for k in range(K))
-    D = np.array([sum(eta_k[l] * np.prod(a[l + 1:k]) for l in range(k)) for k in range(K)])
+    D = np.array([sum(eta_k[j] * np.prod(a[j + 1:k]) for j in range(k)) for k in range(K)])
     return {"eta_tilde": float(eta_k.sum()), "P": float(np.prod(a)), "W": float(W), "D": D, "a": a,
             "c": float(1.0 + beta * eta_k[0])}
 
@@ -68,10 +82,11 @@ def fedsam_over_fedswa_ratio(K, rho):
     return K / lr_sum(1.0, rho, K)
 
 
-def thm51(L, m, n, beta, T, K, sigma_g, sigma, mo=False, mu=None, multiplier=None, factor2=True):
+def thm51(pr: SWAProblem, T, K, mo=False, mu=None, multiplier=None, factor2=True):
     """Theorem 5.1: (2L/(m n beta)) e^{E} (x L + y sigma_g + x sigma), x = c~ (NC, E = 1 + 1/T) or b~ (SC,
     E = 1 - mu/((beta+mu)T)); y = x (FedSWA) or 1 (FedMoSWA, ``mo``). ``multiplier`` overrides x (e.g. corrected);
     ``factor2=False`` is Table 1's form (drops the 2)."""
+    beta, L, sigma, sigma_g, m, n = pr
     if mu is None:
         x = c_tilde_printed(K, T) if multiplier is None else multiplier
         E = 1.0 + 1.0 / T
@@ -86,57 +101,65 @@ def _GT(G, T, L):
     return np.full(T, float(L)) if G is None else np.asarray(G, float)[:T]
 
 
-def recursion(eta, beta, L, sigma, sigma_g, m, n, G=None, form="corrected", mo=False, gamma=0.2, M0=0.0,
-              alpha=1.0, mu=None, noise_fix=False):
+def recursion(eta, pr: SWAProblem, G=None, form="corrected", mo=False, gamma=0.2, M0=0.0, alpha=1.0,
+              mu: Optional[float] = None, noise_fix=False):
     """Delta_0..Delta_T for local step sizes ``eta`` [T, K] (§2.9). form "paper" (A), "corrected" (B) or
     "extension" (C: |1 - alpha| + alpha P growth and alpha x the perturbation, on top of (B)). ``mo``: FedMoSWA
     with M_t = (1-gamma) M_{t-1} + gamma (G_t + sigma), M_{-1} = M0. ``mu``: strongly convex (forms A and B).
     ``G``: per-round E||grad F(theta_t)|| (None: the worst case L). Returns Delta [T + 1]."""
     eta = np.atleast_2d(np.asarray(eta, float))
     T, K = eta.shape
-    G = _GT(G, T, L)
-    pre = 2.0 / (m * n)
+    G = _GT(G, T, pr.L)
+    pre = 2.0 / (pr.m * pr.n)
     out = np.zeros(T + 1)
     M = M0
     for t in range(T):
-        ax = aux(eta[t], beta, mu)
-        et = ax["eta_tilde"]
-        base = G[t] + sigma_g + sigma
+        ax = aux(eta[t], pr.beta, mu)
         if mo:
-            M = (1 - gamma) * M + gamma * (G[t] + sigma)
+            M = (1 - gamma) * M + gamma * (G[t] + pr.sigma)
         if form == "paper":
-            if mu is None:
-                grow = np.exp(beta * et)
-                ck = (1.0 + ax["c"]) ** (K - 1)
-            else:
-                grow = np.exp(-et * beta * mu / (beta + mu))
-                ck = (eta[t, 0] * beta * mu / (beta + mu)) ** (K - 1)  # (1 - b_t)^{K-1}, b_t of E.1
-            if mo:
-                if mu is None:
-                    pert = et * grow * (base + beta * ck * et * M)
-                else:
-                    pert = et * grow * ((1 + beta * et * ck) * (L + sigma) + sigma_g)
-            else:
-                pert = (1.0 + ck * beta * et) * et * grow * base
-            out[t + 1] = grow * out[t] + pre * pert
+            grow, pert = _printed_round(eta[t], ax, pr, G[t], M if mo else None, mu)
         else:
-            a, D = ax["a"], ax["D"]
-            w = np.array([eta[t, k] * np.prod(a[k + 1:]) for k in range(K)])
-            if mo:
-                Mx = M + 2 * sigma if noise_fix else M
-                pert = float(np.sum(w * (base + beta * D * Mx)))
-            else:
-                pert = float(np.sum(w * (1.0 + beta * D) * base))
-            if form == "extension":
-                out[t + 1] = (abs(1 - alpha) + alpha * ax["P"]) * out[t] + alpha * pre * pert
-            else:
-                out[t + 1] = ax["P"] * out[t] + pre * pert
+            grow, pert = ax["P"], _corrected_perturbation(eta[t], ax, pr, G[t], M if mo else None, noise_fix)
+        if form == "extension":
+            out[t + 1] = (abs(1 - alpha) + alpha * grow) * out[t] + alpha * pre * pert
+        else:
+            out[t + 1] = grow * out[t] + pre * pert
     return out
 
 
-def printed_unrolled(eta, beta, L, sigma, sigma_g, m, n, G=None):
+def _printed_round(eta_t, ax: dict, pr: SWAProblem, G_t, M, mu):
+    """(A): the round's growth factor and perturbation as printed (``M``: FedMoSWA's momentum bound, else None)."""
+    beta, et, K = pr.beta, ax["eta_tilde"], len(eta_t)
+    base = G_t + pr.sigma_g + pr.sigma
+    if mu is None:
+        grow = np.exp(beta * et)
+        ck = (1.0 + ax["c"]) ** (K - 1)
+    else:
+        grow = np.exp(-et * beta * mu / (beta + mu))
+        ck = (eta_t[0] * beta * mu / (beta + mu)) ** (K - 1)  # (1 - b_t)^{K-1}, b_t of E.1
+    if M is None:
+        return grow, (1.0 + ck * beta * et) * et * grow * base
+    if mu is None:
+        return grow, et * grow * (base + beta * ck * et * M)
+    return grow, et * grow * ((1 + beta * et * ck) * (pr.L + pr.sigma) + pr.sigma_g)
+
+
+def _corrected_perturbation(eta_t, ax: dict, pr: SWAProblem, G_t, M, noise_fix: bool) -> float:
+    """(B): the round's perturbation sum_k w_k (1 + beta D_k) (G_t + sigma_g + sigma) (FedMoSWA: with its M)."""
+    a, D, K = ax["a"], ax["D"], len(eta_t)
+    base = G_t + pr.sigma_g + pr.sigma
+    w = np.array([eta_t[k] * np.prod(a[k + 1:]) for k in range(K)])
+    if M is None:
+        return float(np.sum(w * (1.0 + pr.beta * D) * base))
+    Mx = M + 2 * pr.sigma if noise_fix else M
+    return float(np.sum(w * (base + pr.beta * D * Mx)))
+
+
+def printed_unrolled(eta, pr: SWAProblem, G=None):
     """Eq. (31)/(111) unrolled sum as printed (non-convex FedSWA), with c~ = c~_0 (round 0):
     (2 c~/(m n)) sum_t exp(beta sum_{l>t} eta~_l) eta~_t e^{beta eta~_t} (G_t + sigma_g + sigma)."""
+    beta, L, sigma, sigma_g, m, n = pr
     eta = np.atleast_2d(np.asarray(eta, float))
     T, K = eta.shape
     G = _GT(G, T, L)
@@ -149,12 +172,23 @@ def printed_unrolled(eta, beta, L, sigma, sigma_g, m, n, G=None):
 # --------------------------------------------------------------------------------------------------------------
 # registered wrappers
 # --------------------------------------------------------------------------------------------------------------
-def _params(st: Setting):
+class SWARun(NamedTuple):
+    """What the registered FedSWA bounds read from a run."""
+
+    eta: np.ndarray  # [T, K] local step sizes
+    pr: SWAProblem
+    G: Optional[np.ndarray]  # measured E||grad F(theta_t)|| per round (None: the worst case L)
+    mo: bool  # FedMoSWA / FedMo (server momentum)
+    alpha: float  # alpha_eff = global lr x alpha
+    cond: dict
+    derived: dict
+
+
+def _params(st: Setting) -> SWARun:
     # FedAvg is FedSWA with rho = 1 (constant local lr) and alpha = 1 (plain averaging)
     rho, alpha = (1.0, 1.0) if st.algo == "fedavg" else (float(st.param("rho")), float(st.param("alpha")))
     alpha *= float(st.global_lr)
-    lr = np.asarray(st.lr, float)[: st.T]
-    eta = local_lrs(lr, rho, st.K)
+    eta = local_lrs(st.round_lrs(), rho, st.K)
     beta, L = st.const("L"), st.const("G")
     sigma, sigma_g = np.sqrt(st.const("sigma_l2_sample")), np.sqrt(st.const("sigma_g2_mean"))
     G = np.sqrt(np.asarray(st.measured["grad_norm_sq"], float)) if "grad_norm_sq" in st.measured else None
@@ -166,33 +200,33 @@ def _params(st: Setting):
         cond["Option I control variate (proofs)"] = str(st.param("option")).startswith("I") and \
             str(st.param("option")) != "II"
     der = {"regime max_k eta_k^t beta K T": float(np.max(eta) * beta * st.K * st.T), "rho": rho, "alpha_eff": alpha}
-    return eta, beta, L, sigma, sigma_g, G, mo, alpha, cond, der
+    return SWARun(eta, SWAProblem(beta, L, sigma, sigma_g, st.M, st.n), G, mo, alpha, cond, der)
 
 
 @register("fedswa", "fedmoswa", "fedmo", "fedavg", name="fedswa.recursion")
 def recursion_registered(st: Setting) -> list:
     """Delta_t recursions (non-convex): "paper" (A), "corrected" (B), "extension" (C); strongly convex (A), (B) too
     when the constant ``mu_sc`` is given. derived['gen_gap'] = L Delta_T."""
-    eta, beta, L, sigma, sigma_g, G, mo, alpha, cond, der = _params(st)
-    kw = dict(m=st.M, n=st.n, G=G, mo=mo, gamma=float(st.param("gamma")) if mo else 0.0)
+    r = _params(st)
+    eta, L = r.eta, r.pr.L
+    kw = dict(G=r.G, mo=r.mo, gamma=float(st.param("gamma")) if r.mo else 0.0)
     out = []
     variants = [("paper", None), ("corrected", None), ("extension", None)]
     mu = st.constants.get("mu_sc")
     if mu:
         variants += [("paper", float(mu)), ("corrected", float(mu))]
     for form, m_ in variants:
-        v = recursion(eta, beta, L, sigma, sigma_g, form=form, alpha=alpha, mu=m_, **kw)
-        c = {k: val for k, val in cond.items() if not (form == "extension" and ("s == M" in k or "alpha" in k))}
+        v = recursion(eta, r.pr, form=form, alpha=r.alpha, mu=m_, **kw)
+        c = {k: val for k, val in r.cond.items() if not (form == "extension" and ("s == M" in k or "alpha" in k))}
         if m_ is not None:
-            c["eta_k^t <= 2/(beta + mu) (SC contraction)"] = bool(np.all(eta <= 2 / (beta + m_)))
+            c["eta_k^t <= 2/(beta + mu) (SC contraction)"] = bool(np.all(eta <= 2 / (r.pr.beta + m_)))
         cf = None
-        if form == "paper" and not mo and m_ is None and np.allclose(eta, eta[0]) and G is None:
-            cf = np.array([printed_unrolled(eta[:t], beta, L, sigma, sigma_g, st.M, st.n) if t else 0.0
-                           for t in range(st.T + 1)])
+        if form == "paper" and not r.mo and m_ is None and np.allclose(eta, eta[0]) and r.G is None:
+            cf = np.array([printed_unrolled(eta[:t], r.pr) if t else 0.0 for t in range(st.T + 1)])
         out.append(Bound("fedswa.recursion" + ("_sc" if m_ is not None else ""), st.algo, "disc",
                          form if form != "extension" else "extension",
                          f"{SRC} §2.9 ({ {'paper': 'A', 'corrected': 'B', 'extension': 'C'}[form]})", v,
-                         closed_form=cf, conditions=c, derived=dict(der, gen_gap=L * v[-1]),
+                         closed_form=cf, conditions=c, derived=dict(r.derived, gen_gap=L * v[-1]),
                          note="extension: not in the paper" if form == "extension" else ""))
     return out
 
@@ -201,13 +235,12 @@ def recursion_registered(st: Setting) -> list:
 def thm51_registered(st: Setting) -> list:
     """Theorem 5.1 (non-convex) at horizons t = 1..T: printed c~ ("paper"), corrected c~ ("corrected"),
     Table 1 (no factor 2, printed c~). Assumes eta = 1/(beta K T) (its own condition flag)."""
-    eta, beta, L, sigma, sigma_g, G, mo, alpha, cond, der = _params(st)
+    r = _params(st)
     t = np.arange(1, st.T + 1, dtype=float)
     out = []
     for form, mult, f2 in (("paper", None, True), ("corrected", c_tilde_corrected(st.K, t), True),
                            ("table1", None, False)):
-        v = np.concatenate([[0.0], thm51(L, st.M, st.n, beta, t, st.K, sigma_g, sigma, mo=mo,
-                                         multiplier=mult, factor2=f2)])
+        v = np.concatenate([[0.0], thm51(r.pr, t, st.K, mo=r.mo, multiplier=mult, factor2=f2)])
         out.append(Bound("fedswa.thm51", st.algo, "gen_gap", form, f"{SRC} §2.7 Thm 5.1 / §2.11 Table 1", v,
-                         conditions=dict(cond), derived=dict(der, c_tilde_printed=c_tilde_printed(st.K, st.T))))
+                         conditions=dict(r.cond), derived=dict(r.derived, c_tilde_printed=c_tilde_printed(st.K, st.T))))
     return out

@@ -17,19 +17,23 @@ Closed forms: Thm 2 paper psi_sigma/psi T^{c psi}; safe psi_sigma c zeta(1 + c p
 psi_sigma/(c psi) T^{1 + c psi} eta~^2; FOSM psi_sigma/(c psi) S_T(q) T^{1 + nu^2 c psi} eta~^2 with
 q = 2 beta (1 + beta) (geometric sum, "corrected") or (1 + beta)^T (Thm 4 form, "paper").
 
-The constant c of eta_g^t <= sqrt(c/t): ``setting.hp["c"]`` if given, else c = eta_g^2 (the condition then
-holds at t = 1 and, for a constant eta_g, fails afterwards: §3.6 "report c_eff(t) = t eta_g^2 and flag").
+The constant c of eta_g^t <= sqrt(c/t): the bound option ``setting.options["c"]`` if given, else c = eta_g^2 (the
+condition then holds at t = 1 and, for a constant eta_g, fails afterwards: §3.6 "report c_eff(t) = t eta_g^2 and
+flag"); C = 1/(2 mu_pl) unless the option ``C_opt`` is given.
 
-Measurement side (plain functions, not registered): :func:`excess_risk_dynamics`,
-:func:`minimum_excess_risk_round`, :func:`fitting_regime`, :func:`fit_excess_risk` (§3.4 NNLS fit).
+Plain functions take the problem's constants as one :class:`Problem` (L, K, sigma_l^2, sigma_g^2, b, n_total) and
+the excess-risk knobs as one :class:`Risk`. Corollary 1 on measured curves is :func:`excess_risk_dynamics`; the
+measurement statistics on them (T*, the fitting regime, §3.4's NNLS fit) are in :mod:`stabkit.analysis.excess_risk`.
 """
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import numpy as np
-from scipy.optimize import nnls
 from scipy.special import zeta
 
-from stabkit.analysis.bounds.base import Bound, Setting, iterate, register
+from stabkit.analysis.bounds.base import Bound, Setting, at_horizons, geometric_closed, geometric_sum, iterate, register
+from stabkit.analysis.excess_risk import fitting_regime, minimum_excess_risk_round
 
 SRC = "libra.md"
 SERVER_SGD = ("fedavg",)
@@ -39,6 +43,29 @@ FOSM_ALGOS = ("fosm", "fedavgm", "fosm_ema")
 # --------------------------------------------------------------------------------------------------------------
 # plain functions (explicit numbers)
 # --------------------------------------------------------------------------------------------------------------
+class Problem(NamedTuple):
+    """The constants of Libra's recursions: smoothness L, local steps K, local and heterogeneity variances, batch
+    size b and the TOTAL number of samples n_total."""
+
+    L: float
+    K: int
+    sigma_l2: float
+    sigma_g2: float
+    b: int = 1
+    n_total: int = 1
+
+
+class Risk(NamedTuple):
+    """The excess-risk knobs of E_min: D = f(x_0) - f*, C of the optimisation term, c of eta_g^t <= sqrt(c/t),
+    Corollary 1's gamma (None: L) and ``paper_literal`` (phi1, phi2 swapped as printed)."""
+
+    D: float
+    C: float
+    c: float
+    gamma: Optional[float] = None
+    paper_literal: bool = False
+
+
 def psi0(lr_l, L, K):
     """psi0 = (1 + 4 eta_l L)^K (Lemma 5, eq. 12)."""
     return (1.0 + 4.0 * np.asarray(lr_l, float) * L) ** K
@@ -49,29 +76,34 @@ def sigma_n2(sigma_l2, sigma_g2, b, n_total):
     return sigma_l2 + 3.0 * b * sigma_g2 / n_total
 
 
-def noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total):
+def noise_N0(lr_l, pr: Problem):
     """N0 = 16 K sigma_n^2 eta_l^2 (eq. 14)."""
-    return 16.0 * K * sigma_n2(sigma_l2, sigma_g2, b, n_total) * np.asarray(lr_l, float) ** 2
+    return 16.0 * pr.K * sigma_n2(pr.sigma_l2, pr.sigma_g2, pr.b, pr.n_total) * np.asarray(lr_l, float) ** 2
 
 
-def psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p=None):
+def psi_sigma(pr: Problem, p=None):
     """psi_sigma = (1 + 1/p) 16 K sigma_n^2 (Thm 2 proof); p=None: 16 K sigma_n^2 (FOSM, no p)."""
-    base = 16.0 * K * sigma_n2(sigma_l2, sigma_g2, b, n_total)
+    base = 16.0 * pr.K * sigma_n2(pr.sigma_l2, pr.sigma_g2, pr.b, pr.n_total)
     return base if p is None else (1.0 + 1.0 / p) * base
 
 
-def stability_paper(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, p=1.0):
+def _lrs(lr_l, eta_g) -> tuple:
+    """``(eta_l, eta_g)`` as float arrays of one length (scalars broadcast)."""
+    return np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
+
+
+def stability_paper(lr_l, eta_g, pr: Problem, p=1.0):
     """S-paper recursion, s_0 = 0; ``lr_l``, ``eta_g`` scalars or length-T arrays. Returns s_0..s_T."""
-    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
-    a = 1.0 + (1.0 + p) * psi0(lr_l, L, K) * eta_g ** 2
-    bb = psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p) * (lr_l * eta_g) ** 2
+    lr_l, eta_g = _lrs(lr_l, eta_g)
+    a = 1.0 + (1.0 + p) * psi0(lr_l, pr.L, pr.K) * eta_g ** 2
+    bb = psi_sigma(pr, p) * (lr_l * eta_g) ** 2
     return iterate(a, bb)
 
 
-def stability_r1(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total):
+def stability_r1(lr_l, eta_g, pr: Problem):
     """S-R1 (Young's inequality placed correctly, p optimised; R1), s_0 = 0."""
-    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
-    p0, n0 = psi0(lr_l, L, K), noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total)
+    lr_l, eta_g = _lrs(lr_l, eta_g)
+    p0, n0 = psi0(lr_l, pr.L, pr.K), noise_N0(lr_l, pr)
     s = np.zeros(len(lr_l) + 1)
     for t in range(len(lr_l)):
         keep = (1.0 - eta_g[t]) * np.sqrt(s[t]) if eta_g[t] != 1.0 else 0.0  # no 0 * inf = NaN after an overflow
@@ -79,23 +111,16 @@ def stability_r1(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total):
     return s
 
 
-def stability_r1_closed(T, lr_l, L, K, sigma_l2, sigma_g2, b, n_total):
+def stability_r1_closed(T, lr_l, pr: Problem):
     """S-R1 with eta_g = 1 and constant eta_l: s_t = N0 (psi0^t - 1)/(psi0 - 1), t = 0..T."""
-    p0, n0 = float(psi0(lr_l, L, K)), float(noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total))
-    t = np.arange(T + 1)
-    return n0 * t if p0 == 1.0 else n0 * (p0 ** t - 1.0) / (p0 - 1.0)
+    p0, n0 = float(psi0(lr_l, pr.L, pr.K)), float(noise_N0(lr_l, pr))
+    return geometric_closed(p0, n0, np.arange(T + 1))
 
 
-def geometric_closed(a, b, T):
-    """Closed form of D_{t+1} = a D_t + b, D_0 = 0 (constant a, b)."""
-    t = np.arange(T + 1)
-    return b * t if a == 1.0 else b * (a ** t - 1.0) / (a - 1.0)
-
-
-def stability_fosm(lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, beta, nu, three=False):
+def stability_fosm(lr_l, eta_g, pr: Problem, beta, nu, three=False):
     """S-FOSM (eq. 25 literal) or S-FOSM-3 (``three=True``: each term x3, Lemma 3), s_{-1} = s_0 = 0."""
-    lr_l, eta_g = np.broadcast_arrays(np.atleast_1d(np.asarray(lr_l, float)), np.atleast_1d(np.asarray(eta_g, float)))
-    p0, n0 = psi0(lr_l, L, K), noise_N0(lr_l, K, sigma_l2, sigma_g2, b, n_total)
+    lr_l, eta_g = _lrs(lr_l, eta_g)
+    p0, n0 = psi0(lr_l, pr.L, pr.K), noise_N0(lr_l, pr)
     f = 3.0 if three else 1.0
     s = np.zeros(len(lr_l) + 1)
     prev = 0.0
@@ -121,12 +146,6 @@ def step3_closed(T, psi, psi_sig, c, eta_tilde):
     return psi_sig / (c * psi) * np.asarray(T, float) ** (1.0 + c * psi) * eta_tilde ** 2
 
 
-def geometric_sum(q, T):
-    """S_T(q) = sum_{s<T} q^s (= T if q = 1)."""
-    T = np.asarray(T, float)
-    return T if abs(q - 1.0) < 1e-15 else (q ** T - 1.0) / (q - 1.0)
-
-
 def fosm_closed(T, psi, psi_sig, c, eta_tilde, beta, nu, factor="geometric"):
     """FOSM closed form: psi_sigma/(c psi) F_T T^{1 + nu^2 c psi} eta~^2, F_T = S_T(2 beta (1+beta)) ("geometric")
     or (1+beta)^T ("thm4") or the printed psi_beta = q^{T-1}/(q-1) ("printed", negative for beta < 0.366)."""
@@ -137,17 +156,27 @@ def fosm_closed(T, psi, psi_sig, c, eta_tilde, beta, nu, factor="geometric"):
     return psi_sig / (c * psi) * fac * T ** (1.0 + nu ** 2 * c * psi) * eta_tilde ** 2
 
 
-def grad_norm_bound(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, D):
+def _kappas(pr: Problem) -> tuple:
+    """kappa1 = 5 L (sigma_l^2 + 6 K sigma_g^2), kappa2 = 60 L^2 (9 sigma_l^2 + K sigma_g^2) of eq. (20)."""
+    return (5.0 * pr.L * (pr.sigma_l2 + 6.0 * pr.K * pr.sigma_g2),
+            60.0 * pr.L ** 2 * (9.0 * pr.sigma_l2 + pr.K * pr.sigma_g2))
+
+
+def _rho(pr: Problem, et):
+    """rho = (1 - 480 L K eta~) / 16 (Thm 3)."""
+    return (1.0 - 480.0 * pr.L * pr.K * et) / 16.0
+
+
+def grad_norm_bound(T, lr_l, eta_g, pr: Problem, D):
     """§3.2 / eq. (20): (1/T) sum_t E||grad f||^2 <= 2D/(rho T K eta~) + kappa1 eta~/rho + kappa2 K eta_l^2/rho.
     Returns (value, rho); value is +inf where rho <= 0."""
     et = lr_l * eta_g
-    rho = (1.0 - 480.0 * L * K * et) / 16.0
-    k1 = 5.0 * L * (sigma_l2 + 6.0 * K * sigma_g2)
-    k2 = 60.0 * L ** 2 * (9.0 * sigma_l2 + K * sigma_g2)
+    rho = _rho(pr, et)
+    k1, k2 = _kappas(pr)
     if rho <= 0:
         return np.full(np.shape(T), np.inf) if np.ndim(T) else np.inf, rho
     T = np.asarray(T, float)
-    return 2.0 * D / (rho * T * K * et) + k1 * et / rho + k2 * K * lr_l ** 2 / rho, rho
+    return 2.0 * D / (rho * T * pr.K * et) + k1 * et / rho + k2 * pr.K * lr_l ** 2 / rho, rho
 
 
 def corollary1(s, g, L, C, gamma):
@@ -169,78 +198,6 @@ def excess_risk_dynamics(s_t, g_t, L, C) -> dict:
     return {"total": gen + opt, "generalisation": gen, "optimisation": opt}
 
 
-def minimum_excess_risk_round(e_t, start: int = 0) -> int:
-    """T* = argmin_t e_t (Definition 1, §2.5), ignoring NaNs and rounds before ``start`` (first occurrence)."""
-    e = np.asarray(e_t, float).copy()
-    e[:start] = np.nan
-    return int(np.nanargmin(e))
-
-
-def fitting_regime(e_t, tol: float = 0.05, tail: float = 0.1, start: int = 0) -> str:
-    """Fitting regime at the END of training relative to T* = argmin e_t (§2.5 Def. 1, §2.12 claim 1, §4.3).
-
-    Libra: the minimum at T* is benign fitting, t < T* is under-fitting, t > T* is over-fitting. Operationalised
-    with a relative tolerance on the curve's range R = max e - min e (over t >= start):
-      * "over-fitting":  the last value lies more than ``tol * R`` above the minimum (e rose again after T*);
-      * "under-fitting": not over-fitting, and e is still decreasing at the end: its mean decrease per round over
-        the last ``tail`` fraction of rounds (at least 1) exceeds ``tol`` times its mean decrease per round over the
-        whole curve, i.e. T* sits at the end of a still-falling curve;
-      * "benign":        otherwise (flat minimum at the end: converged, not yet rising).
-    A constant curve (R = 0) is "benign".
-    """
-    e = np.asarray(e_t, float)[start:]
-    e = e[np.isfinite(e)]
-    R = float(np.max(e) - np.min(e)) if len(e) else 0.0
-    if R <= 0:
-        return "benign"
-    if e[-1] - np.min(e) > tol * R:
-        return "over-fitting"
-    w = max(1, int(round(tail * (len(e) - 1))))
-    overall = (e[0] - e[-1]) / (len(e) - 1)  # mean decrease per round over the whole curve
-    if overall > 0 and (e[-1 - w] - e[-1]) / w > tol * overall:
-        return "under-fitting"
-    return "benign"
-
-
-def fit_excess_risk(e_t, s_t, g_t, start: int = 0) -> dict:
-    """§3.4: fit e_t ~ phi1 s_t + phi2 g_t with phi1, phi2 >= 0 (scipy.optimize.nnls) over t >= start.
-
-    Returns phi1, phi2, the fitted curve (all t), the residual norm, ``phi1.ci`` / ``phi2.ci`` (95% intervals of
-    the unconstrained least-squares coefficients, t distribution) and ``degenerate``: a coefficient sits on its
-    bound phi = 0, so the run does not identify that term (phi1 = 0: the fit is a multiple of g_t alone and
-    says nothing about stability). Only a non-degenerate fit has a ``T_star`` (argmin of the fitted curve, the
-    estimate of Libra's T*); a degenerate one has ``T_star`` None and ``on_bound`` naming the coefficients."""
-    e, s, g = (np.asarray(v, float) for v in (e_t, s_t, g_t))
-    ok = np.isfinite(e) & np.isfinite(s) & np.isfinite(g)
-    ok[:start] = False
-    A = np.stack([s[ok], g[ok]], axis=1)
-    coef, res = nnls(A, e[ok])
-    fitted = coef[0] * s + coef[1] * g
-    f = np.where(ok, fitted, np.nan)
-    on_bound = [name for name, c in zip(("phi1", "phi2"), coef) if c <= 0.0]
-    out = {"phi1": float(coef[0]), "phi2": float(coef[1]), "fitted": fitted, "residual": float(res),
-           "degenerate": bool(on_bound), "on_bound": on_bound,
-           "T_star": None if on_bound else int(np.nanargmin(f))}
-    out.update(_ols_intervals(A, e[ok]))
-    return out
-
-
-def _ols_intervals(A: np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
-    """``{"phi1.ci": (lo, hi), "phi2.ci": (lo, hi)}``: the unconstrained least-squares coefficients' intervals
-    (NaN where the rounds do not determine them: fewer than 3 rounds or collinear columns)."""
-    from scipy import stats
-
-    n = len(y)
-    nan = (float("nan"), float("nan"))
-    if n < 3 or np.linalg.matrix_rank(A) < 2:
-        return {"phi1.ci": nan, "phi2.ci": nan}
-    beta, *_ = np.linalg.lstsq(A, y, rcond=None)
-    sigma2 = float(np.sum((y - A @ beta) ** 2)) / (n - 2)
-    se = np.sqrt(np.diag(np.linalg.inv(A.T @ A)) * sigma2)
-    q = stats.t.ppf(0.5 + level / 2, n - 2)
-    return {f"phi{i + 1}.ci": (float(beta[i] - q * se[i]), float(beta[i] + q * se[i])) for i in range(2)}
-
-
 def lemma1_opt(r0, b, e, d, T):
     """Lemma 1 (Koloskova et al.): eta* = min{1/d, sqrt(r0/(b T)), (r0/(e T))^{1/3}} and the bound
     2 sqrt(b r0/T) + 2 e^{1/3} (r0/T)^{2/3} + d r0/T."""
@@ -252,24 +209,27 @@ def lemma1_opt(r0, b, e, d, T):
     return 2.0 * np.sqrt(b * r0 / T) + 2.0 * e ** (1.0 / 3.0) * (r0 / T) ** (2.0 / 3.0) + d * r0 / T, min(cands)
 
 
-def e_min_sgd(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, D, C, c, gamma=None, p=1.0,
-              paper_literal=False) -> dict:
+def _phis(risk: Risk, L: float) -> tuple:
+    """(phi1, phi2) = ((L + gamma)/2, 1/(2 gamma) + C) (L-U9; swapped under ``paper_literal``, as printed)."""
+    gamma = L if risk.gamma is None else risk.gamma
+    phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + risk.C
+    return (phi2, phi1) if risk.paper_literal else (phi1, phi2)
+
+
+def e_min_sgd(T, lr_l, eta_g, pr: Problem, risk: Risk, p=1.0) -> dict:
     """E_min via eq. (23) with Lemma 1 (factor 2 restored, L-U10), server SGD. phi1 = (L+gamma)/2 multiplies
     stability, phi2 = 1/(2 gamma) + C the gradient terms (L-U9; ``paper_literal`` swaps them as printed).
     gamma defaults to L. Returns value, eta_tilde_star, eta_g_star, rho and the coefficients."""
-    gamma = L if gamma is None else gamma
-    phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + C
-    if paper_literal:
-        phi1, phi2 = phi2, phi1
+    phi1, phi2 = _phis(risk, pr.L)
+    c, K = risk.c, pr.K
     et = lr_l * eta_g
-    rho = (1.0 - 480.0 * L * K * et) / 16.0
-    k1 = 5.0 * L * (sigma_l2 + 6.0 * K * sigma_g2)
-    k2 = 60.0 * L ** 2 * (9.0 * sigma_l2 + K * sigma_g2)
-    psi = (1.0 + p) * float(psi0(lr_l, L, K))
-    psig = psi_sigma(K, sigma_l2, sigma_g2, b, n_total, p)
+    rho = _rho(pr, et)
+    k1, k2 = _kappas(pr)
+    psi = (1.0 + p) * float(psi0(lr_l, pr.L, K))
+    psig = psi_sigma(pr, p)
     if rho <= 0:
         return {"value": np.inf, "eta_tilde_star": np.nan, "eta_g_star": np.nan, "rho": rho}
-    Dbar = 2.0 * phi2 * D / (rho * K)
+    Dbar = 2.0 * phi2 * risk.D / (rho * K)
     k1bar = phi2 * k1 / rho
     kstab = phi1 * psig / (c * psi) * T ** (1.0 + c * psi)
     drift = phi2 * k2 * K * lr_l ** 2 / rho
@@ -278,49 +238,47 @@ def e_min_sgd(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, D, C, c, gam
             "rho": rho, "Dbar": Dbar, "kappa1bar": k1bar, "kappa_stab": kstab, "drift": drift}
 
 
-def e_min_fosm(T, lr_l, eta_g, L, K, sigma_l2, sigma_g2, b, n_total, D, C, c, beta, nu, gamma=None,
-               rho_hat=None, factor="geometric", paper_literal=False) -> dict:
-    """E_min via eq. (35) (FOSM). rho_hat defaults to the printed (OCR-garbled, L-U14) formula with c~ = c,
-    minimised over t; Psi1, Psi2 are averaged over t; F_T per :func:`fosm_closed` ``factor``."""
-    gamma = L if gamma is None else gamma
-    phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + C
-    if paper_literal:
-        phi1, phi2 = phi2, phi1
+def fosm_rho_hat(et, pr: Problem, c, beta, nu, t) -> float:
+    """The printed (OCR-garbled, L-U14) rho_hat with c~ = c, minimised over the rounds ``t`` (1 at beta = 0)."""
+    if beta <= 0:
+        return 1.0
+    r = 1.0 - 15.0 / 16.0 * (1.0 + 32.0 * c * (1.0 + 1.0 / beta ** 2) * pr.L * et) \
+        * nu ** 2 * beta ** 2 / (1.0 - beta ** 2) * (1.0 - beta ** (2 * (t + 1)))
+    return float(np.min(r))
+
+
+def e_min_fosm(T, lr_l, eta_g, pr: Problem, risk: Risk, beta, nu, rho_hat=None, factor="geometric") -> dict:
+    """E_min via eq. (35) (FOSM). rho_hat defaults to :func:`fosm_rho_hat`; Psi1, Psi2 are averaged over t;
+    F_T per :func:`fosm_closed` ``factor``."""
+    phi1, phi2 = _phis(risk, pr.L)
+    c, K, L = risk.c, pr.K, pr.L
     et = lr_l * eta_g
     t = np.arange(int(T))
-    sig_K = sigma_l2 + 6.0 * K * sigma_g2
     one_b2 = 1.0 - beta ** 2
-    if rho_hat is None:
-        if beta > 0:
-            r = 1.0 - 15.0 / 16.0 * (1.0 + 32.0 * c * (1.0 + 1.0 / beta ** 2) * L * et) \
-                * nu ** 2 * beta ** 2 / one_b2 * (1.0 - beta ** (2 * (t + 1)))
-            rho_hat = float(np.min(r))
-        else:
-            rho_hat = 1.0
-    psi1 = (1.0 - beta ** (2 * (t + 1))) * c * nu ** 2 / one_b2 ** 2 * 5.0 * L * sig_K
+    rho_hat = fosm_rho_hat(et, pr, c, beta, nu, t) if rho_hat is None else rho_hat
+    psi1 = (1.0 - beta ** (2 * (t + 1))) * c * nu ** 2 / one_b2 ** 2 * 5.0 * L * (pr.sigma_l2 + 6.0 * K * pr.sigma_g2)
     psi2 = (1.0 - beta ** (2 * t)) * nu ** 2 * beta ** 2 / one_b2 * 60.0 * L ** 2 \
-        * (9.0 * sigma_l2 + K * sigma_g2) * K * lr_l ** 2
+        * (9.0 * pr.sigma_l2 + K * pr.sigma_g2) * K * lr_l ** 2
     psi = float(psi0(lr_l, L, K))
-    psig = psi_sigma(K, sigma_l2, sigma_g2, b, n_total)
     q = 2.0 * beta * (1.0 + beta)
     fac = {"geometric": geometric_sum(q, T), "thm4": (1.0 + beta) ** T}[factor]
     if rho_hat <= 0:
         return {"value": np.inf, "eta_tilde_star": np.nan, "rho_hat": rho_hat}
-    Dt = 2.0 * phi2 * D / (rho_hat * K)
+    Dt = 2.0 * phi2 * risk.D / (rho_hat * K)
     P1 = float(np.mean(phi2 * psi1 / rho_hat))
-    Pstab = phi1 * psig / (c * psi) * fac * T ** (1.0 + nu ** 2 * c * psi)
+    Pstab = phi1 * psi_sigma(pr) / (c * psi) * fac * T ** (1.0 + nu ** 2 * c * psi)
     drift = float(np.mean(phi2 * psi2 / rho_hat))
     val, et_star = lemma1_opt(Dt, P1, Pstab, np.sqrt(T / c), T)
     return {"value": (val + drift) if rho_hat > 0 else np.inf, "eta_tilde_star": et_star, "rho_hat": rho_hat,
             "Dtilde": Dt, "Psi1bar": P1, "Psi_stab": Pstab, "drift": drift}
 
 
-def rate_E5(T, K, sigma_l2, sigma_g2, F, c, psi, b=1, n_total=1, beta=0.0, nu=1.0, a=(1.0, 1.0, 1.0, 1.0)):
+def rate_E5(T, pr: Problem, F, c, psi, beta=0.0, nu=1.0, a=(1.0, 1.0, 1.0, 1.0)):
     """Rate-only forms (5)/(6) with free O(1) constants a_i: beta = 0 gives E5; beta > 0 gives E6 with
     beta_- = 1 - beta^T (terms 1-2), beta_+ = (1+beta)^T (term 3), exponent (1 - nu^2 c psi)/3."""
-    T = np.asarray(T, float)
-    sK = sigma_l2 + K * sigma_g2
-    sn = sigma_l2 + sigma_g2 / n_total * (3 * b if b else 1)
+    T, K = np.asarray(T, float), pr.K
+    sK = pr.sigma_l2 + K * pr.sigma_g2
+    sn = pr.sigma_l2 + pr.sigma_g2 / pr.n_total * (3 * pr.b if pr.b else 1)
     bm = 1.0 - beta ** T if beta > 0 else 1.0
     bp = (1.0 + beta) ** T
     return (a[0] * np.sqrt(bm * sK * F / (K * T)) + a[1] * bm * sK / T
@@ -331,26 +289,35 @@ def rate_E5(T, K, sigma_l2, sigma_g2, F, c, psi, b=1, n_total=1, beta=0.0, nu=1.
 # --------------------------------------------------------------------------------------------------------------
 # registered wrappers
 # --------------------------------------------------------------------------------------------------------------
-def _common(st: Setting):
-    """(eta_l[T], eta_g[T], L, sigma_l2, sigma_g2, n_total, c, conditions)."""
+class LibraRun(NamedTuple):
+    """What every registered Libra bound reads from a run."""
+
+    lr: np.ndarray  # [T] eta_l per round
+    eg: np.ndarray  # [T] eta_g per round
+    pr: Problem
+    c: float
+    cond: dict  # the conditions every Libra bound carries
+
+
+def _common(st: Setting) -> LibraRun:
     T, K = st.T, st.K
-    lr = np.asarray(st.lr, float)[:T]
+    lr = st.round_lrs()
     eg = np.full(T, float(st.global_lr))
     L = st.const("L")
-    sl2, sg2 = st.const("sigma_l2"), st.const("sigma_g2")
-    n_total = st.M * st.n
-    c = float(st.hp.get("c", eg[0] ** 2))
+    pr = Problem(L, K, st.const("sigma_l2"), st.const("sigma_g2"), st.b, st.M * st.n)
+    c = float(st.option("c", eg[0] ** 2))
     t = np.arange(1, T + 1)
     psi_max = float(np.max(psi0(lr, L, K)))
     cond = {
-        "1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)": bool(np.all((lr >= 1 / (16 * K * L)) & (lr <= 1 / (8 * K * L)))),
+        "1/(16KL) <= eta_l <= 1/(8KL) (Lemmas 2, 5, 7)":
+            bool(np.all((lr >= 1 / (16 * K * L)) & (lr <= 1 / (8 * K * L)))),
         "eta_l eta_g <= 1/(480KL) (Thm 3, rho > 0)": bool(np.all(lr * eg <= 1 / (480 * K * L))),
         "eta_g^t <= sqrt(c/t) (Thm 2/4)": bool(np.all(eg <= np.sqrt(c / t) * (1 + 1e-12))),
         "c psi < 1 (Thm 4 decays)": bool(c * psi_max < 1),
         "b/n_i <= 1/2 (Lemma 5)": bool(st.b / st.n <= 0.5),
         "full participation s == M (theory)": bool(st.s == st.M),
     }
-    return lr, eg, L, sl2, sg2, n_total, c, cond
+    return LibraRun(lr, eg, pr, c, cond)
 
 
 def _beta_nu(st: Setting):
@@ -369,23 +336,35 @@ def _const_lr(lr):
     return bool(np.allclose(lr, lr[0], rtol=0, atol=0))
 
 
+def _eq25(r: LibraRun, beta, nu) -> dict:
+    return {"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(r.eg * nu <= 2 * (1 + beta)))}
+
+
+def _risk(st: Setting, r: LibraRun) -> Risk:
+    return Risk(st.const("F0"), _C(st), r.c)
+
+
+def _mean_lrs(r: LibraRun, t: int) -> tuple:
+    """eta_l and eta_g averaged over the first t rounds (a horizon-t bound stated for constant lrs)."""
+    return float(np.mean(r.lr[:t])), float(np.mean(r.eg[:t]))
+
+
 @register(*SERVER_SGD, name="libra.stability")
 def stability_server_sgd(st: Setting) -> list:
     """S-paper (p = 1) and S-R1 for server SGD (fedavg: eta_g = the run's global lr)."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
-    K, T, p = st.K, st.T, 1.0
-    out = []
-    sp = stability_paper(lr, eg, L, K, sl2, sg2, st.b, nt, p)
+    r = _common(st)
+    lr, eg, pr, T, p = r.lr, r.eg, r.pr, st.T, 1.0
+    sp = stability_paper(lr, eg, pr, p)
     cf = None
     if _const_lr(lr):
-        a = 1 + (1 + p) * float(psi0(lr[0], L, K)) * eg[0] ** 2
-        cf = geometric_closed(a, psi_sigma(K, sl2, sg2, st.b, nt, p) * (lr[0] * eg[0]) ** 2, T)
-    c1 = dict(cond, **{"(1+p)(1-eta_g)^2 <= 1 (Thm 2 proof)": bool(np.all((1 + p) * (1 - eg) ** 2 <= 1))})
-    out.append(Bound("libra.stability", st.algo, "disc_sq", "paper", f"{SRC} §3.1 S-paper (Lemma 6 proof)", sp,
-                     closed_form=cf, conditions=c1, derived={"p": p}))
-    sr = stability_r1(lr, eg, L, K, sl2, sg2, st.b, nt)
-    cf = stability_r1_closed(T, lr[0], L, K, sl2, sg2, st.b, nt) if (_const_lr(lr) and np.all(eg == 1)) else None
-    c2 = dict(cond, **{"eta_g <= 1 (S-R1)": bool(np.all(eg <= 1))})
+        a = 1 + (1 + p) * float(psi0(lr[0], pr.L, pr.K)) * eg[0] ** 2
+        cf = geometric_closed(a, psi_sigma(pr, p) * (lr[0] * eg[0]) ** 2, np.arange(T + 1))
+    c1 = dict(r.cond, **{"(1+p)(1-eta_g)^2 <= 1 (Thm 2 proof)": bool(np.all((1 + p) * (1 - eg) ** 2 <= 1))})
+    out = [Bound("libra.stability", st.algo, "disc_sq", "paper", f"{SRC} §3.1 S-paper (Lemma 6 proof)", sp,
+                 closed_form=cf, conditions=c1, derived={"p": p})]
+    sr = stability_r1(lr, eg, pr)
+    cf = stability_r1_closed(T, lr[0], pr) if (_const_lr(lr) and np.all(eg == 1)) else None
+    c2 = dict(r.cond, **{"eta_g <= 1 (S-R1)": bool(np.all(eg <= 1))})
     out.append(Bound("libra.stability", st.algo, "disc_sq", "corrected", f"{SRC} §2.8 R1 / §3.1 S-R1", sr,
                      closed_form=cf, conditions=c2))
     return out
@@ -394,12 +373,12 @@ def stability_server_sgd(st: Setting) -> list:
 @register(*FOSM_ALGOS, name="libra.stability")
 def stability_fosm_bound(st: Setting) -> list:
     """S-FOSM (eq. 25 literal, "paper") and S-FOSM-3 (Lemma 3, "corrected")."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    r = _common(st)
     beta, nu = _beta_nu(st)
-    cond = dict(cond, **{"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta)))})
+    cond = dict(r.cond, **_eq25(r, beta, nu))
     out = []
     for three, form in ((False, "paper"), (True, "corrected")):
-        s = stability_fosm(lr, eg, L, st.K, sl2, sg2, st.b, nt, beta, nu, three=three)
+        s = stability_fosm(r.lr, r.eg, r.pr, beta, nu, three=three)
         out.append(Bound("libra.stability", st.algo, "disc_sq", form,
                          f"{SRC} §2.11 eq. (25)" + (" x3 (L-U13)" if three else ""), s, conditions=dict(cond),
                          derived={"beta": beta, "nu": nu}))
@@ -409,13 +388,13 @@ def stability_fosm_bound(st: Setting) -> list:
 @register(*SERVER_SGD, name="libra.thm2")
 def thm2_bound(st: Setting) -> list:
     """Thm 2 closed forms over horizons t = 1..T (paper and zeta-safe), and the Step-3 form (eq. 22)."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
-    K, p = st.K, 1.0
-    psi = (1 + p) * float(np.max(psi0(lr, L, K)))
-    psig = psi_sigma(K, sl2, sg2, st.b, nt, p)
+    r = _common(st)
+    c, p = r.c, 1.0
+    psi = (1 + p) * float(np.max(psi0(r.lr, r.pr.L, st.K)))
+    psig = psi_sigma(r.pr, p)
     t = np.arange(st.T + 1, dtype=float)
-    et = float(np.max(lr * eg))
-    cond = dict(cond, **{"eta_l <= 1 (eta~ <= eta_g)": bool(np.all(lr <= 1))})
+    et = float(np.max(r.lr * r.eg))
+    cond = dict(r.cond, **{"eta_l <= 1 (eta~ <= eta_g)": bool(np.all(r.lr <= 1))})
     der = {"c": c, "psi": psi, "psi_sigma": psig}
     return [
         Bound("libra.thm2", st.algo, "disc_sq", "paper", f"{SRC} §2.8 eq. (15)/(16)", thm2_paper(t, psi, psig, c),
@@ -430,39 +409,37 @@ def thm2_bound(st: Setting) -> list:
 @register(*FOSM_ALGOS, name="libra.fosm_closed")
 def fosm_closed_bound(st: Setting) -> list:
     """FOSM closed form over horizons: geometric S_T(q) ("corrected") and (1+beta)^T (Thm 4, "paper")."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    r = _common(st)
     beta, nu = _beta_nu(st)
-    psi = float(np.max(psi0(lr, L, st.K)))
-    psig = psi_sigma(st.K, sl2, sg2, st.b, nt)
+    psi = float(np.max(psi0(r.lr, r.pr.L, st.K)))
+    psig = psi_sigma(r.pr)
     t = np.arange(st.T + 1, dtype=float)
-    et = float(np.max(lr * eg))
-    cond = dict(cond, **{"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta)))})
-    der = {"beta": beta, "nu": nu, "c": c, "q": 2 * beta * (1 + beta)}
+    et = float(np.max(r.lr * r.eg))
+    cond = dict(r.cond, **_eq25(r, beta, nu))
+    der = {"beta": beta, "nu": nu, "c": r.c, "q": 2 * beta * (1 + beta)}
     return [Bound("libra.fosm_closed", st.algo, "disc_sq", form, f"{SRC} §3.1 FOSM closed form",
-                  fosm_closed(t, psi, psig, c, et, beta, nu, factor=fac), conditions=dict(cond), derived=dict(der))
+                  fosm_closed(t, psi, psig, r.c, et, beta, nu, factor=fac), conditions=dict(cond), derived=dict(der))
             for fac, form in (("geometric", "corrected"), ("thm4", "paper"))]
 
 
 @register(*SERVER_SGD, name="libra.grad_norm")
 def grad_norm_registered(st: Setting) -> Bound:
     """§3.2 average gradient-norm bound at horizons t = 1..T (eta_l, eta_g averaged over the first t rounds)."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    r = _common(st)
     D = st.const("F0")
-    vals = np.full(st.T + 1, np.nan)
-    for t in range(1, st.T + 1):
-        vals[t] = grad_norm_bound(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, D)[0]
+    vals = at_horizons(st.T, lambda t: grad_norm_bound(t, *_mean_lrs(r, t), r.pr, D)[0])
     return Bound("libra.grad_norm", st.algo, "grad_norm_sq_avg", "paper", f"{SRC} §3.2 eq. (20) (L-U8)", vals,
-                 conditions=cond)
+                 conditions=r.cond)
 
 
 def _C(st: Setting) -> float:
-    return float(st.hp["C_opt"]) if "C_opt" in st.hp else 1.0 / (2.0 * st.const("mu_pl"))
+    return float(st.options["C_opt"]) if "C_opt" in st.options else 1.0 / (2.0 * st.const("mu_pl"))
 
 
 @register(*SERVER_SGD, *FOSM_ALGOS, name="libra.excess_risk")
 def excess_risk_registered(st: Setting) -> list:
     """Corollary 1 optimised over gamma on the MEASURED s_t (disc_sq) and g_t (grad_norm_sq): B*_t (excess risk)
-    and the Thm-1 gap-only form (gen_gap). C = 1/(2 mu_pl) (or hp['C_opt'])."""
+    and the Thm-1 gap-only form (gen_gap). C = 1/(2 mu_pl) (or the option C_opt)."""
     if "disc_sq" not in st.measured or "grad_norm_sq" not in st.measured:
         raise KeyError("measured disc_sq and grad_norm_sq are needed")
     L = st.const("L")
@@ -487,49 +464,40 @@ def excess_risk_registered(st: Setting) -> list:
 @register(*SERVER_SGD, name="libra.e_min")
 def e_min_registered(st: Setting) -> list:
     """E_min via eq. (23) at horizons t = 1..T: phi-corrected ("corrected") and literal ("paper") modes."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
-    D, C = st.const("F0"), _C(st)
+    r = _common(st)
     out = []
     for lit, form in ((False, "corrected"), (True, "paper")):
-        vals = np.full(st.T + 1, np.nan)
-        r = None
-        for t in range(1, st.T + 1):
-            r = e_min_sgd(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, st.b, nt, D, C, c,
-                          paper_literal=lit)
-            vals[t] = r["value"]
+        risk = _risk(st, r)._replace(paper_literal=lit)
+        vals = at_horizons(st.T, lambda t: e_min_sgd(t, *_mean_lrs(r, t), r.pr, risk)["value"])
+        last = e_min_sgd(st.T, *_mean_lrs(r, st.T), r.pr, risk) if st.T >= 1 else {}
         out.append(Bound("libra.e_min", st.algo, "excess_risk_min", form, f"{SRC} §3.3 eq. (23) (L-U9, L-U10)",
-                         vals, conditions=dict(cond), derived={k: v for k, v in r.items() if k != "value"}))
+                         vals, conditions=dict(r.cond), derived={k: v for k, v in last.items() if k != "value"}))
     return out
 
 
 @register(*FOSM_ALGOS, name="libra.e_min")
 def e_min_fosm_registered(st: Setting) -> Bound:
     """E_min via eq. (35) (FOSM) at horizons t = 1..T, geometric beta-factor, phi-corrected."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    r = _common(st)
     beta, nu = _beta_nu(st)
-    D, C = st.const("F0"), _C(st)
-    vals = np.full(st.T + 1, np.nan)
-    r = None
-    for t in range(1, st.T + 1):
-        r = e_min_fosm(t, float(np.mean(lr[:t])), float(np.mean(eg[:t])), L, st.K, sl2, sg2, st.b, nt, D, C, c,
-                       beta, nu)
-        vals[t] = r["value"]
-    cond = dict(cond, **{"rho_hat > 0 (FOSM)": bool(r["rho_hat"] > 0),
-                         "eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(eg * nu <= 2 * (1 + beta))),
-                         "nu = 1 - beta (convergence proof covers the FedCM form only)": bool(abs(nu - (1 - beta)) < 1e-12)})
+    risk = _risk(st, r)
+    vals = at_horizons(st.T, lambda t: e_min_fosm(t, *_mean_lrs(r, t), r.pr, risk, beta, nu)["value"])
+    last = e_min_fosm(st.T, *_mean_lrs(r, st.T), r.pr, risk, beta, nu)
+    cond = dict(r.cond, **{"rho_hat > 0 (FOSM)": bool(last["rho_hat"] > 0)}, **_eq25(r, beta, nu),
+                **{"nu = 1 - beta (convergence proof covers the FedCM form only)": bool(abs(nu - (1 - beta)) < 1e-12)})
     return Bound("libra.e_min", st.algo, "excess_risk_min", "corrected", f"{SRC} §3.3 eq. (35) (L-U14)", vals,
-                 conditions=cond, derived={k: v for k, v in r.items() if k != "value"})
+                 conditions=cond, derived={k: v for k, v in last.items() if k != "value"})
 
 
 @register(*SERVER_SGD, *FOSM_ALGOS, name="libra.rate")
 def rate_registered(st: Setting) -> Bound:
     """Rate-only (5)/(6) vs T with unit constants (a shape for plotting, not a numeric bound)."""
-    lr, eg, L, sl2, sg2, nt, c, cond = _common(st)
+    r = _common(st)
     beta, nu = _beta_nu(st)
-    psi = float(np.max(psi0(lr, L, st.K)))
+    psi = float(np.max(psi0(r.lr, r.pr.L, st.K)))
     t = np.arange(st.T + 1, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        v = rate_E5(t, st.K, sl2, sg2, st.const("F0"), c, psi, b=st.b, n_total=nt, beta=beta, nu=nu)
+        v = rate_E5(t, r.pr, st.const("F0"), r.c, psi, beta=beta, nu=nu)
     v[0] = np.nan
     return Bound("libra.rate", st.algo, "excess_risk_min", "rate", f"{SRC} §3.3 rate-only (5)/(6)", v,
-                 conditions=cond, note="unit O(1) constants: shape only")
+                 conditions=r.cond, note="unit O(1) constants: shape only")
