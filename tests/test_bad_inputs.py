@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
 from tests.helpers import cli
@@ -51,6 +52,13 @@ def _cifar_label_10(root):
 FILES = {
     "nan_init": lambda p: np.save(p, np.full(DIGITS_D, np.nan)),
     "inf_init": lambda p: np.save(p, np.r_[np.zeros(DIGITS_D - 3), np.inf, -np.inf, np.nan]),
+    "init_text": lambda p: np.save(p, np.full(DIGITS_D, "a")),
+    "init_complex": lambda p: np.save(p, np.zeros(DIGITS_D, complex)),
+    "init_bool": lambda p: np.save(p, np.zeros(DIGITS_D, bool)),
+    "init_string_pt": lambda p: torch.save("weights", p),
+    "init_list_pt": lambda p: torch.save([0.0] * DIGITS_D, p),
+    "init_complex_pt": lambda p: torch.save(torch.zeros(DIGITS_D, dtype=torch.complex64), p),
+    "init_bool_state_pt": lambda p: torch.save({"1.weight": torch.zeros(64, 64, dtype=torch.bool)}, p),
     "npz_nan_x": lambda p: _npz(p, x=_with_nan(np.ones((60, 3)), 7)),
     "npz_inf_x": lambda p: _npz(p, x=np.where(np.eye(60, 3) > 0, np.inf, 1.0)),
     "npz_huge_x": lambda p: _npz(p, x=np.full((60, 3), 1e300)),
@@ -79,7 +87,7 @@ FILES = {
     "cfg_batch_list": "batch_size: [16]\n",
 }
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
-SUFFIX = {"init": ".npy", "npz": ".npz", "cfg": ".yaml"}
+SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml"}
 
 
 def _materialise(args, root):
@@ -175,6 +183,17 @@ PAIR = [
     # init files with non-finite values
     (["--init", "@nan_init"], f"{DIGITS_D} of its {DIGITS_D} values are NaN or infinite"),
     (["--init", "@inf_init"], "3 of its"),
+    # init files that hold no real numbers; save-model specs with non-ASCII digits (str.isdigit accepts them)
+    (["--init", "@init_text"], "holds an array of dtype <U1, not real"),
+    (["--init", "@init_complex"], "holds an array of dtype complex128"),
+    (["--init", "@init_bool"], "holds an array of dtype bool"),
+    (["--init", "@init_string_pt"], "holds a str, not real"),
+    (["--init", "@init_list_pt"], "holds a list, not real"),
+    (["--init", "@init_complex_pt"], "holds a tensor of dtype complex64"),
+    (["--init", "@init_bool_state_pt"], "holds a tensor of dtype bool under key '1.weight'"),
+    (["--save-models", "every:\u00b2"], "save_models='every:\u00b2'"),
+    (["--save-models", "1,\u00b2"], "save_models='1,\u00b2'"),
+    (["--save-models", "every:\u0663"], "save_models='every:\u0663'"),
     # runs too large for the machine: refused with the estimate before allocating
     (["--task", "synthetic", "--clients", str(10 ** 8)], "available"),
     (["--task", "synthetic", "--samples-per-client", str(10 ** 8)], "available"),

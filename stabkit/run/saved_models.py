@@ -38,14 +38,19 @@ def parse_save_spec(spec: str, rounds: int) -> Callable[[int], bool]:
         return lambda t: t == rounds
     if spec.startswith("every:"):
         n = spec[len("every:"):]
-        if not n.isdigit() or int(n) < 1:
+        if not _is_count(n) or int(n) < 1:
             raise bad
         return lambda t: t % int(n) == 0 or t == rounds
     parts = [p.strip() for p in spec.split(",")]
-    if not all(p.isdigit() and int(p) <= rounds for p in parts):
+    if not all(_is_count(p) and int(p) <= rounds for p in parts):
         raise bad
     chosen = {int(p) for p in parts}
     return lambda t: t in chosen
+
+
+def _is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²' or '٣', which ``int`` then rejects."""
+    return text.isascii() and text.isdigit()
 
 
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
