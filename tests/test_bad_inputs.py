@@ -7,6 +7,7 @@ arguments; ``@port`` is a closed port on 127.0.0.1.
 """
 import json
 import pickle
+import shutil
 import socket
 import time
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from stabkit import RunConfig, run_pair
 from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
 from tests.helpers import cli
 
@@ -276,3 +278,66 @@ def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
     code, _, err = cli(["pair", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "r"), "--quiet"], capsys)
     assert code == 0, err
     assert json.loads((tmp_path / "r" / "config.json").read_text())["local_rounds"] == [1]
+
+
+# `sharpness` and `landscape` on a saved run (copied into the test's directory, then damaged as the case says)
+def _truncate(run):
+    path = run / "models" / "round_2" / "pair0_a.pt"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _other_architecture(run):
+    path = run / "models" / "round_2" / "pair0_b.pt"
+    state = torch.load(path)
+    state["1.weight"] = torch.zeros(3, 64)
+    torch.save(state, path)
+
+
+DAMAGE = {
+    "truncated_model": _truncate,
+    "empty_model": lambda run: (run / "models" / "round_2" / "pair0_b.pt").write_bytes(b""),
+    "missing_model": lambda run: (run / "models" / "round_2" / "pair0_b.pt").unlink(),
+    "string_model": lambda run: torch.save("weights", run / "models" / "round_2" / "pair0_a.pt"),
+    "other_architecture": _other_architecture,
+    "corrupt_config": lambda run: (run / "config.json").write_text('{"algo": "fedavg", '),
+    "list_config": lambda run: (run / "config.json").write_text("[1, 2]"),
+}
+DAMAGE_MESSAGE = {
+    "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
+    "missing_model": "pair0_b.pt': missing", "string_model": "pair0_a.pt': holds a str, not a state dict",
+    "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
+    "corrupt_config": "its config.json cannot be read (JSONDecodeError", "list_config": "config.json holds a mapping",
+}
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("saved") / "run"
+    run_pair(RunConfig(rounds=2, pairs=2, hidden=8, constants=False), out=out)
+    return out
+
+
+FLATNESS = [
+    (["sharpness", "run", "--radius", "inf"], "invalid radius=[inf]: finite radii > 0"),
+    (["sharpness", "run", "--radius", "0.1,nan"], "invalid radius=[0.1, nan]"),
+    (["sharpness", "run", "--radius", "1e6"], "invalid radius=1e+06: radii in (0, "),
+    (["sharpness", "run", "--seed", "-1"], "invalid seed=-1"),
+    (["landscape", "run", "--span", "inf"], "invalid span=inf"),
+    (["landscape", "run", "--seed", "-1"], "invalid seed=-1"),
+    (["landscape", "run", "--pair", "-1"], "invalid pair=-1"),
+    (["landscape", "run", "--pair", "2"], "invalid pair=2: a pair index below 2"),
+    (["landscape", "run", "--points", "1000000"], "1000000 x 1000000 landscape grid needs at least"),
+    *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE for command in
+      ("sharpness", "landscape")],
+]
+
+
+@pytest.mark.parametrize("args,needle", FLATNESS, ids=[" ".join(a) for a, _ in FLATNESS])
+def test_flatness(saved_run, tmp_path, capsys, monkeypatch, args, needle):
+    shutil.copytree(saved_run, tmp_path / "run")
+    damage = [a for a in args if a.startswith("@")]
+    for name in damage:
+        DAMAGE[name[1:]](tmp_path / "run")
+    args = [a for a in args if a not in damage]
+    check_refused([*args, "--probes", "1", "--directions", "1"] if args[0] == "sharpness" else [*args, "--no-plane"],
+                  needle, tmp_path, capsys, monkeypatch)

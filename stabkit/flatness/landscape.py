@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -30,7 +31,9 @@ from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
 from stabkit.run.config import RunConfig
+from stabkit.run.memory import require_memory
 from stabkit.run.saved_models import load_flat, saved_rounds
+from stabkit.tasks.options import SEED_LIMIT
 
 TRAJECTORIES = ("a", "b")
 
@@ -53,7 +56,10 @@ class LandscapeSettings:
 
     def __post_init__(self):
         require(isinstance(self.points, int) and self.points >= 3, "points", self.points, "an integer >= 3")
-        require(self.span > 0, "span", self.span, "a positive number (the grid is [-span, span]^2)")
+        require(0 < self.span < math.inf, "span", self.span, "a finite positive number (the grid is [-span, span]^2)")
+        require(isinstance(self.pair, int) and self.pair >= 0, "pair", self.pair, "a pair index (an integer >= 0)")
+        require(isinstance(self.seed, int) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed,
+                "an integer in [0, 2**64)")
         require(0 < self.fraction <= 1, "fraction", self.fraction, "a fraction in (0, 1]")
         require(self.traj in TRAJECTORIES, "traj", self.traj, "a or b")
         require(self.margin >= 0, "margin", self.margin, "a non-negative number")
@@ -70,7 +76,19 @@ class LandscapeSettings:
 def load_run_config(run_dir) -> RunConfig:
     path = Path(run_dir) / "config.json"
     require(path.is_file(), "run", str(run_dir), "a run directory written by `stabkit pair` (no config.json)")
-    return RunConfig.from_dict(json.loads(path.read_text()))
+    try:
+        recorded = json.loads(path.read_text())
+    except (ValueError, OSError) as e:  # truncated or edited by hand; unreadable
+        raise ConfigError(f"invalid run={str(run_dir)!r}: its config.json cannot be read "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    require(isinstance(recorded, dict), "run", str(run_dir), "a run whose config.json holds a mapping")
+    return RunConfig.from_dict(recorded)
+
+
+def grid_bytes(points: int) -> float:
+    """Memory of a ``points x points`` grid: the coordinates (two meshgrid arrays and their stack, float64)
+    and the train and test losses at every point (float64)."""
+    return float(points) ** 2 * 8 * (4 + 2 * 2)
 
 
 def chosen_round(run_dir, wanted: Optional[int]) -> int:
@@ -83,15 +101,14 @@ def landscape(run_dir, s: LandscapeSettings) -> dict:
     """All surfaces of one run (see the module docstring); numpy arrays in the result."""
     from stabkit.run.experiment import PairedRun
 
+    require_memory(grid_bytes(s.points), f"a {s.points} x {s.points} landscape grid",
+                   "choose fewer --points")
     cfg = load_run_config(run_dir)
     T = chosen_round(run_dir, s.round)
-    x = load_flat(run_dir, T)  # one-line error for a round that was not saved
-    require(s.pair < x.shape[0], "pair", s.pair, f"a pair index below {x.shape[0]} (the run's pairs)")
     run = PairedRun(cfg)
+    x = load_flat(run_dir, T, run.model.names, run.model.shapes)  # one line for a round not saved, a bad file
+    require(s.pair < x.shape[0], "pair", s.pair, f"a pair index below {x.shape[0]} (the run's pairs)")
     x = x.to(dtype=run.model.dtype, device=run.device)
-    if x.shape[-1] != run.model.d:
-        raise ConfigError(f"invalid run={str(run_dir)!r}: saved models have {x.shape[-1]} parameters, "
-                          f"the run's model {run.model.d}")
     ev = Evaluator(run.model, run.data, run.nb, s.fraction, cfg.seed)
     tx, ty, _ = ev.train
     j = TRAJECTORIES.index(s.traj)

@@ -16,17 +16,28 @@ from stabkit.run.runstore import atomic_write_csv, atomic_write_json
 from stabkit.run.saved_models import load_flat
 
 
+RADIUS_LIMIT = 10.0  # radii above this many times max(1, ||x||) measure the loss far outside the model's basin
+
+
+def check_radii(radii: tuple, x) -> None:
+    """Refuse radii beyond ``RADIUS_LIMIT`` x max(1, largest model norm): the SAM ball and the sphere of the
+    average sharpness would then probe losses at parameters dominated by the perturbation itself."""
+    limit = RADIUS_LIMIT * max(1.0, float(x.reshape(-1, x.shape[-1]).norm(dim=1).max()))
+    big = [r for r in radii if r > limit]
+    if big:
+        raise ConfigError(f"invalid radius={big[0]:g}: radii in (0, {limit:.4g}] ({RADIUS_LIMIT:g} x the largest "
+                          "saved model's norm, at least 1); a larger ball measures the perturbation, not the model")
+
+
 def measure_saved(run_dir, round_, settings: SharpnessSettings, out: Path | None = None) -> tuple:
     """Measure every saved model of round ``round_`` (default: the last saved); return (table, csv path)."""
     from stabkit.run.experiment import PairedRun
 
     cfg = load_run_config(run_dir)
     T = chosen_round(run_dir, round_)
-    x = load_flat(run_dir, T)
     run = PairedRun(cfg)
-    if x.shape[-1] != run.model.d:
-        raise ConfigError(f"invalid run={str(run_dir)!r}: saved models have {x.shape[-1]} parameters, "
-                          f"the run's model {run.model.d}")
+    x = load_flat(run_dir, T, run.model.names, run.model.shapes)  # one line for a bad or foreign file
+    check_radii(settings.radii, x)
     R, _, d = x.shape
     obj = training_objective(run, settings.fraction)
     cols = measure(obj, x.to(dtype=run.model.dtype, device=run.device).reshape(2 * R, d), settings)
