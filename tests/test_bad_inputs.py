@@ -280,7 +280,7 @@ def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
     assert json.loads((tmp_path / "r" / "config.json").read_text())["local_rounds"] == [1]
 
 
-# `sharpness` and `landscape` on a saved run (copied into the test's directory, then damaged as the case says)
+# `sharpness`, `landscape` and `bounds` on a saved run (copied into the test's directory, then damaged as the case says)
 def _truncate(run):
     path = run / "models" / "round_2" / "pair0_a.pt"
     path.write_bytes(path.read_bytes()[:100])
@@ -301,12 +301,14 @@ DAMAGE = {
     "other_architecture": _other_architecture,
     "corrupt_config": lambda run: (run / "config.json").write_text('{"algo": "fedavg", '),
     "list_config": lambda run: (run / "config.json").write_text("[1, 2]"),
+    "header_only": lambda run: (run / "metrics.csv").write_text((run / "metrics.csv").read_text().split("\n")[0] + "\n"),
 }
 DAMAGE_MESSAGE = {
     "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
     "missing_model": "pair0_b.pt': missing", "string_model": "pair0_a.pt': holds a str, not a state dict",
     "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
     "corrupt_config": "its config.json cannot be read (JSONDecodeError", "list_config": "config.json holds a mapping",
+    "header_only": "metrics.csv holds no round, only its header",
 }
 
 
@@ -327,17 +329,34 @@ FLATNESS = [
     (["landscape", "run", "--pair", "-1"], "invalid pair=-1"),
     (["landscape", "run", "--pair", "2"], "invalid pair=2: a pair index below 2"),
     (["landscape", "run", "--points", "1000000"], "1000000 x 1000000 landscape grid needs at least"),
-    *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE for command in
-      ("sharpness", "landscape")],
+    *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE if damage != "header_only"
+      for command in ("sharpness", "landscape")],
+    # analysis: options that only shape figures need --plot; a refused analysis leaves no figure folder
+    (["bounds", "run", "--log"], "invalid log=True: --log applies to the figures; add --plot"),
+    (["bounds", "run", "--out", "figs"], "invalid out='figs': --out applies to the figures; add --plot"),
+    (["bounds", "run", "--log", "--out", "figs"], "invalid log=True"),
+    (["bounds", "run", "@header_only"], DAMAGE_MESSAGE["header_only"]),
+    (["bounds", "run", "@header_only", "--plot"], DAMAGE_MESSAGE["header_only"]),
+    (["bounds", "run", "@header_only", "--plot", "--out", "figs/deeper"], DAMAGE_MESSAGE["header_only"]),
 ]
 
 
 @pytest.mark.parametrize("args,needle", FLATNESS, ids=[" ".join(a) for a, _ in FLATNESS])
-def test_flatness(saved_run, tmp_path, capsys, monkeypatch, args, needle):
+def test_saved_run(saved_run, tmp_path, capsys, monkeypatch, args, needle):
     shutil.copytree(saved_run, tmp_path / "run")
     damage = [a for a in args if a.startswith("@")]
     for name in damage:
         DAMAGE[name[1:]](tmp_path / "run")
     args = [a for a in args if a not in damage]
-    check_refused([*args, "--probes", "1", "--directions", "1"] if args[0] == "sharpness" else [*args, "--no-plane"],
-                  needle, tmp_path, capsys, monkeypatch)
+    extra = {"sharpness": ["--probes", "1", "--directions", "1"], "landscape": ["--no-plane"]}.get(args[0], [])
+    check_refused([*args, *extra], needle, tmp_path, capsys, monkeypatch)
+
+
+def test_report_refused_leaves_no_report_folder(tmp_path, capsys, monkeypatch):
+    assert cli(["sweep", "--out", str(tmp_path / "sw"), "--axis", "seed=0", "--set", "rounds=1", "--set", "pairs=1",
+                "--set", "constants=false", "--quiet"], capsys)[0] == 0
+    for metrics in (tmp_path / "sw" / "jobs").glob("*/metrics.csv"):
+        metrics.unlink()
+    check_refused(["report", "sw", "--no-plot"], "no job has metrics yet", tmp_path, capsys, monkeypatch)
+    check_refused(["report", "sw", "--no-plot", "--out", "a/b"], "no job has metrics yet", tmp_path, capsys,
+                  monkeypatch)

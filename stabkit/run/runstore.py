@@ -9,6 +9,7 @@ summary in ``df.attrs``.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -129,6 +130,24 @@ def prepare_dir(path) -> Path:
     except OSError as e:
         raise ConfigError(f"invalid out={str(path)!r}: the output directory must be writable ({e.strerror})") from None
     return path
+
+
+@contextlib.contextmanager
+def output_dir(path):
+    """:func:`prepare_dir` for a command's output, undone on failure: when the command then refuses or
+    fails, the directories this created are removed again while empty (a refusal leaves nothing behind)."""
+    path = Path(path)
+    created = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    prepare_dir(path)
+    try:
+        yield path
+    except BaseException:
+        for p in created:
+            try:
+                p.rmdir()
+            except OSError:  # not empty (something was written) or gone: keep it and everything above
+                break
+        raise
 
 
 def check_new_run_dir(path, overwrite: bool = False) -> None:

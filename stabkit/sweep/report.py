@@ -35,7 +35,7 @@ import seaborn as sns  # noqa: E402
 from stabkit.analysis.run_analysis import analyze  # noqa: E402
 from stabkit.errors import ConfigError, require  # noqa: E402
 from stabkit.analysis.plots import STYLE, _colors, _save, coincident, line_styles  # noqa: E402
-from stabkit.run.runstore import atomic_write_csv, load_run, prepare_dir  # noqa: E402
+from stabkit.run.runstore import atomic_write_csv, load_run, output_dir  # noqa: E402
 from stabkit.flatness.report import flatness_report  # noqa: E402
 from stabkit.flatness.runlog import final_sharpness  # noqa: E402
 from stabkit.sweep import REPORT_FORMATS as FORMATS  # noqa: E402
@@ -53,7 +53,11 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     require(fmt in FORMATS, "format", fmt, f"one of {', '.join(FORMATS)}")
     root = Path(root)
     man = read_manifest(root)
-    out = prepare_dir(Path(out) if out else root / "report")
+    with output_dir(Path(out) if out else root / "report") as out:  # a refusal below leaves no empty folder
+        return _report(root, man, out, fmt, bootstrap, plot)
+
+
+def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bool) -> dict:
     axes = man["axes"]
     settings = [a for a in axes if a != REPLICATE]
     tables, rows, bound_rows, analyses, missing = [], [], [], {}, {}
