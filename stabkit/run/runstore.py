@@ -22,14 +22,16 @@ from pathlib import Path
 import pandas as pd
 
 from stabkit.errors import ConfigError, DiskFull
+from stabkit.run.filemode import shared_tempfile
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling and move it over ``path``; a full disk raises ``DiskFull``."""
+    """Write ``text`` to a temporary sibling and move it over ``path`` (the file gets the umask's mode, not
+    mkstemp's 0600); a full disk raises ``DiskFull``."""
     path = Path(path)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = shared_tempfile(path)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()

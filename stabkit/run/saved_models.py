@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from stabkit.errors import ConfigError
+from stabkit.run.filemode import shared_tempfile
 
 TRAJECTORIES = ("a", "b")
 _ROUND_DIR = re.compile(r"round_(\d+)$")
@@ -144,7 +144,7 @@ def atomic_save(path: Path, obj) -> None:
     import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = shared_tempfile(path)  # the umask's mode (0644 by default), not mkstemp's 0600
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
