@@ -1,6 +1,7 @@
 """``stabkit bounds RUN [RUN...]``: fits, instantiated bounds, tightness and Libra's excess risk of runs."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -92,18 +93,24 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
         raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
+    for flag, given in (("--log", log), ("--out", out is not None)):
+        if given and not plot:  # they only shape the figures: never accepted and ignored without a word
+            raise ConfigError(f"invalid {flag.lstrip('-')}={out if flag == '--out' else True!r}: {flag} applies to "
+                              f"the figures; add --plot")
     import pandas as pd  # imported on use, as the analysis below: `stabkit --help` does not pay for them
 
     from stabkit.analysis.labels import distinct_labels
     from stabkit.analysis.run_analysis import analyze
     from stabkit.store.atomic import strict_json
-    from stabkit.store.outdir import check_writable
+    from stabkit.store.outdir import check_writable, output_dir
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
     target = Path(out) if out else (Path(runs[0]) / "figures" if len(runs) == 1 else Path("bounds-figures"))
     if plot:
         check_writable(target)  # an unwritable figure directory fails before the analysis, not after it
-    analyses = [analyze(r, bootstrap=bootstrap, label=label) for r, label in zip(runs, labels)]
+    # a refused analysis leaves no empty --out behind
+    with output_dir(target) if plot and out else contextlib.nullcontext():
+        analyses = [analyze(r, bootstrap=bootstrap, label=label) for r, label in zip(runs, labels)]
     for a, given, default in zip(analyses, labels, distinct_labels([a.df.attrs["config"] for a in analyses])):
         if not given and not a.df.attrs["config"].get("label"):
             a.label = default

@@ -34,6 +34,18 @@ def is_import_path(name) -> bool:
     return isinstance(name, str) and ":" in name
 
 
+_WARNED: set = set()  # (group, entry-point name, error) already reported
+
+
+def warn_broken(kind: str, name: str, error: Exception) -> None:
+    """Say once on stderr that the installed entry point ``name`` of ``kind`` is skipped and why: one
+    broken third-party plug-in must not break listings and analyses that do not need it."""
+    key = (GROUPS[kind], name, str(error))
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(f"warning: skipping the {GROUPS[kind]} entry point {name!r}: {error}", file=sys.stderr)
+
+
 def installed(kind: str) -> dict:
     """``{name: EntryPoint}`` of the installed plug-ins of ``kind`` (a key of :data:`GROUPS`)."""
     return {ep.name: ep for ep in sorted(metadata.entry_points(group=GROUPS[kind]), key=lambda e: e.name)}

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from stabkit import RunConfig, run_pair
 from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
 from tests.helpers import cli
 
@@ -55,6 +57,13 @@ def _cifar_label_10(root):
 FILES = {
     "nan_init": lambda p: np.save(p, np.full(DIGITS_D, np.nan)),
     "inf_init": lambda p: np.save(p, np.r_[np.zeros(DIGITS_D - 3), np.inf, -np.inf, np.nan]),
+    "init_text": lambda p: np.save(p, np.full(DIGITS_D, "a")),
+    "init_complex": lambda p: np.save(p, np.zeros(DIGITS_D, complex)),
+    "init_bool": lambda p: np.save(p, np.zeros(DIGITS_D, bool)),
+    "init_string_pt": lambda p: torch.save("weights", p),
+    "init_list_pt": lambda p: torch.save([0.0] * DIGITS_D, p),
+    "init_complex_pt": lambda p: torch.save(torch.zeros(DIGITS_D, dtype=torch.complex64), p),
+    "init_bool_state_pt": lambda p: torch.save({"1.weight": torch.zeros(64, 64, dtype=torch.bool)}, p),
     "npz_nan_x": lambda p: _npz(p, x=_with_nan(np.ones((60, 3)), 7)),
     "npz_inf_x": lambda p: _npz(p, x=np.where(np.eye(60, 3) > 0, np.inf, 1.0)),
     "npz_huge_x": lambda p: _npz(p, x=np.full((60, 3), 1e300)),
@@ -99,7 +108,7 @@ _SMALL_RUN: list = []
 FILES["run"] = _small_run
 FILES["afile"] = "not a directory\n"
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
-SUFFIX = {"init": ".npy", "npz": ".npz", "cfg": ".yaml"}
+SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml"}
 
 
 def _materialise(args, root):
@@ -196,6 +205,17 @@ PAIR = [
     # init files with non-finite values
     (["--init", "@nan_init"], f"{DIGITS_D} of its {DIGITS_D} values are NaN or infinite"),
     (["--init", "@inf_init"], "3 of its"),
+    # init files that hold no real numbers; save-model specs with non-ASCII digits (str.isdigit accepts them)
+    (["--init", "@init_text"], "holds an array of dtype <U1, not real"),
+    (["--init", "@init_complex"], "holds an array of dtype complex128"),
+    (["--init", "@init_bool"], "holds an array of dtype bool"),
+    (["--init", "@init_string_pt"], "holds a str, not real"),
+    (["--init", "@init_list_pt"], "holds a list, not real"),
+    (["--init", "@init_complex_pt"], "holds a tensor of dtype complex64"),
+    (["--init", "@init_bool_state_pt"], "holds a tensor of dtype bool under key '1.weight'"),
+    (["--save-models", "every:\u00b2"], "save_models='every:\u00b2'"),
+    (["--save-models", "1,\u00b2"], "save_models='1,\u00b2'"),
+    (["--save-models", "every:\u0663"], "save_models='every:\u0663'"),
     # runs too large for the machine: refused with the estimate before allocating
     (["--task", "synthetic", "--clients", str(10 ** 8)], "available"),
     (["--task", "synthetic", "--samples-per-client", str(10 ** 8)], "available"),
@@ -307,3 +327,85 @@ OUTPUTS = [  # every command checks its output directory before it computes, and
 @pytest.mark.parametrize("args,needle", OUTPUTS, ids=[" ".join(a) for a, _ in OUTPUTS])
 def test_output_directories(tmp_path, capsys, monkeypatch, args, needle):
     check_refused(args, needle, tmp_path, capsys, monkeypatch)
+
+
+# `sharpness`, `landscape` and `bounds` on a saved run (copied into the test's directory, then damaged as the case says)
+def _truncate(run):
+    path = run / "models" / "round_2" / "pair0_a.pt"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _other_architecture(run):
+    path = run / "models" / "round_2" / "pair0_b.pt"
+    state = torch.load(path)
+    state["1.weight"] = torch.zeros(3, 64)
+    torch.save(state, path)
+
+
+DAMAGE = {
+    "truncated_model": _truncate,
+    "empty_model": lambda run: (run / "models" / "round_2" / "pair0_b.pt").write_bytes(b""),
+    "missing_model": lambda run: (run / "models" / "round_2" / "pair0_b.pt").unlink(),
+    "string_model": lambda run: torch.save("weights", run / "models" / "round_2" / "pair0_a.pt"),
+    "other_architecture": _other_architecture,
+    "corrupt_config": lambda run: (run / "config.json").write_text('{"algo": "fedavg", '),
+    "list_config": lambda run: (run / "config.json").write_text("[1, 2]"),
+    "header_only": lambda run: (run / "metrics.csv").write_text((run / "metrics.csv").read_text().split("\n")[0] + "\n"),
+}
+DAMAGE_MESSAGE = {
+    "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
+    "missing_model": "pair0_b.pt': missing", "string_model": "pair0_a.pt': holds a str, not a state dict",
+    "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
+    "corrupt_config": "its config.json cannot be read (JSONDecodeError", "list_config": "config.json holds a mapping",
+    "header_only": "metrics.csv holds no round, only its header",
+}
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("saved") / "run"
+    run_pair(RunConfig(rounds=2, pairs=2, hidden=8, constants=False), out=out)
+    return out
+
+
+FLATNESS = [
+    (["sharpness", "run", "--radius", "inf"], "invalid radius=[inf]: finite radii > 0"),
+    (["sharpness", "run", "--radius", "0.1,nan"], "invalid radius=[0.1, nan]"),
+    (["sharpness", "run", "--radius", "1e6"], "invalid radius=1e+06: radii in (0, "),
+    (["sharpness", "run", "--seed", "-1"], "invalid seed=-1"),
+    (["landscape", "run", "--span", "inf"], "invalid span=inf"),
+    (["landscape", "run", "--seed", "-1"], "invalid seed=-1"),
+    (["landscape", "run", "--pair", "-1"], "invalid pair=-1"),
+    (["landscape", "run", "--pair", "2"], "invalid pair=2: a pair index below 2"),
+    (["landscape", "run", "--points", "1000000"], "1000000 x 1000000 landscape grid needs at least"),
+    *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE if damage != "header_only"
+      for command in ("sharpness", "landscape")],
+    # analysis: options that only shape figures need --plot; a refused analysis leaves no figure folder
+    (["bounds", "run", "--log"], "invalid log=True: --log applies to the figures; add --plot"),
+    (["bounds", "run", "--out", "figs"], "invalid out='figs': --out applies to the figures; add --plot"),
+    (["bounds", "run", "--log", "--out", "figs"], "invalid log=True"),
+    (["bounds", "run", "@header_only"], DAMAGE_MESSAGE["header_only"]),
+    (["bounds", "run", "@header_only", "--plot"], DAMAGE_MESSAGE["header_only"]),
+    (["bounds", "run", "@header_only", "--plot", "--out", "figs/deeper"], DAMAGE_MESSAGE["header_only"]),
+]
+
+
+@pytest.mark.parametrize("args,needle", FLATNESS, ids=[" ".join(a) for a, _ in FLATNESS])
+def test_saved_run(saved_run, tmp_path, capsys, monkeypatch, args, needle):
+    shutil.copytree(saved_run, tmp_path / "run")
+    damage = [a for a in args if a.startswith("@")]
+    for name in damage:
+        DAMAGE[name[1:]](tmp_path / "run")
+    args = [a for a in args if a not in damage]
+    extra = {"sharpness": ["--probes", "1", "--directions", "1"], "landscape": ["--no-plane"]}.get(args[0], [])
+    check_refused([*args, *extra], needle, tmp_path, capsys, monkeypatch)
+
+
+def test_report_refused_leaves_no_report_folder(tmp_path, capsys, monkeypatch):
+    assert cli(["sweep", "--out", str(tmp_path / "sw"), "--axis", "seed=0", "--set", "rounds=1", "--set", "pairs=1",
+                "--set", "constants=false", "--quiet"], capsys)[0] == 0
+    for metrics in (tmp_path / "sw" / "jobs").glob("*/metrics.csv"):
+        metrics.unlink()
+    check_refused(["report", "sw", "--no-plot"], "no job has metrics yet", tmp_path, capsys, monkeypatch)
+    check_refused(["report", "sw", "--no-plot", "--out", "a/b"], "no job has metrics yet", tmp_path, capsys,
+                  monkeypatch)

@@ -159,9 +159,39 @@ def test_bound_entry_points_register_plain_functions_and_reject_wrong_signatures
     assert row[2:4] == ["test", "True"] and float(row[4]) == 3e3
     installed["fedavg"] = EntryPoint("fedavg", "tests.plugin_fixtures:two_argument_bound", "stabkit.bounds")
     monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
-    code, _, err = cli(["bounds", str(tmp_path / "r")], capsys)
-    assert code == 2 and err.count("\n") == 1
-    assert "invalid bound='fedavg.two_argument_bound' (tests.plugin_fixtures:two_argument_bound)" in err
+    code, out, err = cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)  # skipped, with a warning
+    assert code == 0 and err.count("\n") == 1 and "D_T = " in out
+    assert err.startswith("warning: skipping the stabkit.bounds entry point 'fedavg': invalid bound="
+                          "'fedavg.two_argument_bound' (tests.plugin_fixtures:two_argument_bound)"), err
+
+
+def test_one_broken_entry_point_is_named_once_and_the_rest_goes_on(tmp_path, capsys, monkeypatch):
+    """A third-party entry point that does not import leaves `algos`, `bounds` and `report` working: one
+    warning naming it and its error, then the usual output."""
+    from importlib.metadata import EntryPoint
+
+    from stabkit import plugins
+
+    eps = {"algo": {"broken": EntryPoint("broken", "nosuch_pkg.mod:Algo", "stabkit.algorithms")},
+           "bound": {"fedavg": EntryPoint("fedavg", "nosuch_pkg.bounds:bound", "stabkit.bounds")}}
+    monkeypatch.setattr(plugins, "installed", lambda kind: eps.get(kind, {}))
+    monkeypatch.setattr(plugins, "_WARNED", set())
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
+    code, out, err = cli(["algos"], capsys)
+    assert code == 0 and out.startswith("fedavg  (") and "fedsagd  (" in out and "broken" not in out
+    assert err == ("warning: skipping the stabkit.algorithms entry point 'broken': invalid algo='broken' "
+                   "(entry point stabkit.algorithms -> nosuch_pkg.mod:Algo): no module named 'nosuch_pkg'\n")
+    code, out, err = cli(["algos", "--markdown"], capsys)
+    assert code == 0 and "| `fedavg` |" in out and err == ""  # warned once per process
+    ok_cli(["sweep", "--out", str(tmp_path / "sw"), "--axis", "seed=0,1", "--set", "rounds=2", "--set", "pairs=1",
+            "--set", "constants=false", "--quiet"], capsys)
+    code, out, err = cli(["report", str(tmp_path / "sw"), "--no-plot", "--bootstrap", "0"], capsys)
+    assert code == 0, err
+    assert err.count("\n") == 1 and "entry point 'fedavg'" in err and "no module named 'nosuch_pkg'" in err
+    assert len(pd.read_csv(tmp_path / "sw" / "report" / "jobs.csv")) == 2
+    code, out, err = cli(["bounds", str(tmp_path / "sw" / "jobs" / os.listdir(tmp_path / "sw" / "jobs")[0]),
+                          "--bootstrap", "0"], capsys)
+    assert code == 0 and "D_T = " in out and err == ""
 
 
 def test_author_checks_fail_on_broken_algorithms():

@@ -58,3 +58,37 @@ def test_presets_command_lists_readings_with_their_spec_items(capsys):
     assert "code readings for: fedlnag, fedanag, mimelite, fedadam" in out
     code, _, err = cli(["presets", "fedavg-mnist"], capsys)
     assert code == 2 and err.count("\n") == 1 and "invalid preset='fedavg-mnist'" in err
+
+
+def test_fedlnag_code_reading_reproduces_torch_sgd_nesterov_with_its_weight_decay():
+    """The fedsagd presets' FedLNAG reading (fed_localnesterov: torch.optim.SGD(momentum=beta, nesterov=True,
+    weight_decay=wd), buffer averaged across rounds) is the authors' code to float64 rounding, weight decay
+    inside the Nesterov buffer included; the default placement (decay outside the buffer) is not."""
+    import numpy as np
+    import torch
+
+    from tests.helpers import A, B, K, LR, run_rounds, tiny_run
+
+    wd, rounds = 1e-2, 4
+    reading = preset_reading("fedsagd-cifar10", "fedlnag")
+    x, u = torch.zeros(2, dtype=torch.float64), None
+    for _ in range(rounds):  # the authors' code, by hand, on the tiny two-client task
+        ys, bufs = [], []
+        for i in (0, 1):
+            y = x.clone().requires_grad_(True)
+            opt = torch.optim.SGD([y], lr=LR, momentum=0.9, nesterov=True, weight_decay=wd)
+            if u is not None:
+                opt.state[y]["momentum_buffer"] = u.clone()
+            a, b = torch.as_tensor(A[i]), torch.as_tensor(B[i])
+            for _ in range(K):
+                opt.zero_grad()
+                ((a @ y - b) ** 2).sum().div(2 * len(b)).backward()
+                opt.step()
+            ys.append(y.detach())
+            bufs.append(opt.state[y]["momentum_buffer"])
+        x, u = torch.stack(ys).mean(0), torch.stack(bufs).mean(0)
+    preset = run_rounds(tiny_run("fedlnag", dict(reading.hp, beta=0.9), rounds, weight_decay=wd, **reading.run),
+                        rounds)
+    np.testing.assert_allclose(preset, x.numpy(), rtol=1e-12, atol=1e-15)
+    default = run_rounds(tiny_run("fedlnag", dict(reading.hp, beta=0.9), rounds, weight_decay=wd), rounds)
+    assert np.abs(default - x.numpy()).max() > 1e-6

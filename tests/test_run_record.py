@@ -89,3 +89,27 @@ def test_logged_lr_is_the_decayed_schedule(tmp_path):
     run.run(tmp_path)
     logged = load_run(tmp_path).groupby("round")["lr"].first().to_numpy()
     np.testing.assert_allclose(logged, [LR, LR, LR * 0.5, LR * 0.25], rtol=1e-9)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_every_file_a_run_writes_gets_the_umask_mode(tmp_path, capsys, mask):
+    """Atomic writes rename a mkstemp file (mode 0600): the results must end with the mode an ordinary file
+    gets under the user's umask (0644 by default), readable by a colleague on a shared machine."""
+    import os
+    import stat
+
+    old = os.umask(mask)
+    try:
+        code, _, err = cli(["pair", "--task", "quadratic", "--rounds", "2", "--pairs", "1", "--save-models",
+                            "every:1", "--quiet", "--out", str(tmp_path / "r")], capsys)
+        assert code == 0, err
+        code, _, err = cli(["bounds", str(tmp_path / "r"), "--plot", "--bootstrap", "0"], capsys)
+        assert code == 0, err
+    finally:
+        os.umask(old)
+    files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"config.json", "summary.json", "metrics.csv", "checkpoint.pt", "constants.json", "pair0_a.pt",
+            "discrepancy.png"} <= names, names
+    modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
+    assert set(modes.values()) == {oct(0o666 & ~mask)}, modes

@@ -52,6 +52,18 @@ def test_run_over_the_overflow_threshold_is_diverged_and_still_analysed(runs, ca
     assert "T = 0 (diverged at round 1) gives 1 points" in out and "bounds: not computed: no round after round 0" in out
 
 
+def test_run_that_diverges_inside_round_1_is_analysed_on_its_finite_rounds_and_steps(tmp_path, capsys):
+    """--lr 1e30 on digits: NaN from the first local step on (local.csv of round 0 too); the analysis keeps
+    round 0 and the finite local steps and names what it could not fit."""
+    run_pair(RunConfig(lr=1e30, rounds=3, pairs=2, constants=False), out=tmp_path / "r")
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["diverged_round"] == 1
+    code, out, err = cli(["bounds", str(tmp_path / "r"), "--plot"], capsys)
+    assert code == 0, err
+    assert "local fit: not made: K = 0 local steps (non-finite from step 1 of round 0) gives 1 points" in out
+    assert "T = 0 (diverged at round 1) gives 1 points" in out
+    assert (tmp_path / "r" / "figures" / "discrepancy.png").is_file()
+
+
 def test_json_outputs_are_strict_json(runs, capsys):
     for name in ("short", "long", "diverged"):
         code, out, _ = cli(["bounds", str(runs[name]), "--format", "json", "--bootstrap", "0"], capsys)

@@ -26,6 +26,8 @@ def test_busy_machine_gets_one_thread_idle_machine_torch_threads(monkeypatch):
     assert run_threads(SMALL_OP_FLOPS / 2) == 1  # small work: one thread, nothing measured
     monkeypatch.setenv(threads.THREADS_ENV, "3")
     assert run_threads(1e9) == 3
+    monkeypatch.setenv(threads.THREADS_ENV, "\u00b2")  # a superscript two passes str.isdigit, not int: ignored
+    assert run_threads(1e9) == 4
 
 
 def test_large_ops_run_with_the_chosen_count_and_restore():

@@ -61,8 +61,16 @@ def algorithm_class(name: str) -> type:
 
 
 def available_algorithms() -> dict:
-    """Built-in and installed plug-in algorithms, ``{--algo name: class}`` (built-ins first)."""
-    return {**ALGORITHMS, **{n: algorithm_class(n) for n in plugins.installed("algo") if n not in ALGORITHMS}}
+    """Built-in and installed plug-in algorithms, ``{--algo name: class}`` (built-ins first); an installed
+    entry point that does not load is named in one warning and left out."""
+    found = dict(ALGORITHMS)
+    for name in plugins.installed("algo"):
+        if name not in found:
+            try:
+                found[name] = algorithm_class(name)
+            except ConfigError as e:  # a broken plug-in: warned about and left out, the rest is listed
+                plugins.warn_broken("algo", name, e)
+    return found
 
 
 def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:

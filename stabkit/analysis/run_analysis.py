@@ -232,10 +232,14 @@ def _local_fits(local: pd.DataFrame, bootstrap: int, seed: int, missing: dict) -
     fits = {}
     for r in sorted(local["round"].unique()):
         k, lc = local_curves(local, column="l1_a", rounds=[r])
+        bad = np.flatnonzero(~np.isfinite(lc).all(axis=0))  # a run diverging inside the round: its finite steps
+        k, lc = (k[:bad[0]], lc[:, :bad[0]]) if len(bad) else (k, lc)
+        steps = f"K = {len(k) - 1} local steps" + (f" (non-finite from step {bad[0]} of round {r})" if len(bad)
+                                                   else "")
         try:
             fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
         except TooFewPoints:
-            missing["local fit"] = _too_short(f"K = {len(k) - 1} local steps", len(k), "k = 0..K")
+            missing["local fit"] = _too_short(steps, len(k), "k = 0..K")
     return fits
 
 
@@ -254,6 +258,9 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
         raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
                           f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
                           f"{path / 'config.json'} --out NEW_DIR`")
+    if df.empty:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv holds no round, only its header (the run "
+                          f"stopped before round 0 was logged; rerun it)")
     constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
     df = _finite_rounds(df, path)
     setting = setting_from_run(df, constants)

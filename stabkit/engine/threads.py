@@ -63,7 +63,7 @@ def run_threads(flops: float) -> int:
     """Intra-op threads for a run whose largest op batch is ``flops``: ``STABKIT_THREADS`` if set, else 1 for
     small work, else torch's thread count capped by the idle CPUs measured now (at least one)."""
     pinned = os.environ.get(THREADS_ENV, "").strip()
-    if pinned.isdigit() and int(pinned) >= 1:
+    if pinned.isascii() and pinned.isdigit() and int(pinned) >= 1:
         return int(pinned)
     threads = torch.get_num_threads()
     if threads == 1 or flops < SMALL_OP_FLOPS:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -30,6 +31,8 @@ from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
 from stabkit.config.runconfig import RunConfig
+from stabkit.config.taskoptions import SEED_LIMIT
+from stabkit.engine.memory import require_memory
 from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
 
 
@@ -52,7 +55,10 @@ class LandscapeSettings:
 
     def __post_init__(self):
         require(isinstance(self.points, int) and self.points >= 3, "points", self.points, "an integer >= 3")
-        require(self.span > 0, "span", self.span, "a positive number (the grid is [-span, span]^2)")
+        require(0 < self.span < math.inf, "span", self.span, "a finite positive number (the grid is [-span, span]^2)")
+        require(isinstance(self.pair, int) and self.pair >= 0, "pair", self.pair, "a pair index (an integer >= 0)")
+        require(isinstance(self.seed, int) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed,
+                "an integer in [0, 2**64)")
         require(0 < self.fraction <= 1, "fraction", self.fraction, "a fraction in (0, 1]")
         require(self.traj in TRAJ, "traj", self.traj, "a or b")
         require(self.margin >= 0, "margin", self.margin, "a non-negative number")
@@ -69,7 +75,19 @@ class LandscapeSettings:
 def load_run_config(run_dir) -> RunConfig:
     path = Path(run_dir) / "config.json"
     require(path.is_file(), "run", str(run_dir), "a run directory written by `stabkit pair` (no config.json)")
-    return RunConfig.from_dict(json.loads(path.read_text()))
+    try:
+        recorded = json.loads(path.read_text())
+    except (ValueError, OSError) as e:  # truncated or edited by hand; unreadable
+        raise ConfigError(f"invalid run={str(run_dir)!r}: its config.json cannot be read "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    require(isinstance(recorded, dict), "run", str(run_dir), "a run whose config.json holds a mapping")
+    return RunConfig.from_dict(recorded)
+
+
+def grid_bytes(points: int) -> float:
+    """Memory of a ``points x points`` grid: the coordinates (two meshgrid arrays and their stack, float64)
+    and the train and test losses at every point (float64)."""
+    return float(points) ** 2 * 8 * (4 + 2 * 2)
 
 
 def chosen_round(run_dir, wanted: Optional[int]) -> int:
@@ -81,22 +99,20 @@ def chosen_round(run_dir, wanted: Optional[int]) -> int:
 def saved_models_of(run_dir, round_: Optional[int], build: Callable, pair: int = 0) -> tuple:
     """``(cfg, T, x, engine)``: the run's config, the saved round T (default: the last saved), its models
     ``x [R, 2, d]`` and a fresh engine of the run, ``build(cfg)`` (``stabkit.run.experiment.rebuilt_engine``),
-    whose model, data and neighbours the measures use; x on the engine's dtype and device. The round and
-    ``pair`` are checked before the run is built."""
+    whose model, data and neighbours the measures use; x on the engine's dtype and device. A round not saved,
+    a bad or foreign model file and ``pair`` are refused in one line each."""
     cfg = load_run_config(run_dir)
     T = chosen_round(run_dir, round_)
-    x = load_flat(run_dir, T)  # one-line error for a round that was not saved
-    require(pair < x.shape[0], "pair", pair, f"a pair index below {x.shape[0]} (the run's pairs)")
     engine = build(cfg)
-    if x.shape[-1] != engine.model.d:
-        raise ConfigError(f"invalid run={str(run_dir)!r}: saved models have {x.shape[-1]} parameters, "
-                          f"the run's model {engine.model.d}")
+    x = load_flat(run_dir, T, engine.model.names, engine.model.shapes)
+    require(pair < x.shape[0], "pair", pair, f"a pair index below {x.shape[0]} (the run's pairs)")
     return cfg, T, x.to(dtype=engine.model.dtype, device=engine.x.device), engine
 
 
 def landscape(run_dir, s: LandscapeSettings, build: Callable) -> dict:
     """All surfaces of one run (see the module docstring); numpy arrays in the result. ``build(cfg)``: a
     fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
+    require_memory(grid_bytes(s.points), f"a {s.points} x {s.points} landscape grid", "choose fewer --points")
     cfg, T, x, engine = saved_models_of(run_dir, s.round, build, s.pair)
     model = engine.model
     ev = Evaluator(model, engine.data, engine.nb, s.fraction, cfg.seed)

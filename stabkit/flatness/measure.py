@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from stabkit.errors import require
 from stabkit.flatness.hessian import hutchinson, lanczos
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.sharpness import average_sharpness, sam_sharpness
+from stabkit.config.taskoptions import SEED_LIMIT
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,10 @@ class SharpnessSettings:
     seed: int = 0  # of the Lanczos start, the probes and the directions
 
     def __post_init__(self):
-        require(len(self.radii) > 0 and all(isinstance(r, (int, float)) and r > 0 for r in self.radii),
-                "radius", list(self.radii), "radii > 0 (the SAM ball and the average-direction sphere)")
+        require(len(self.radii) > 0 and all(isinstance(r, (int, float)) and 0 < r < math.inf for r in self.radii),
+                "radius", list(self.radii), "finite radii > 0 (the SAM ball and the average-direction sphere)")
+        require(isinstance(self.seed, int) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed,
+                "an integer in [0, 2**64)")
         for name in ("sam_steps", "directions", "top", "lanczos_iters"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, name, value, "a positive integer")

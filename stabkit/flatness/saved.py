@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from stabkit.errors import ConfigError
 from stabkit.flatness.landscape import saved_models_of
 from stabkit.flatness.measure import SharpnessSettings, measure
 from stabkit.flatness.objective import training_objective
@@ -17,10 +18,24 @@ from stabkit.store.outdir import prepare_dir
 from stabkit.store.saved_models import TRAJ
 
 
+RADIUS_LIMIT = 10.0  # radii above this many times max(1, ||x||) measure the loss far outside the model's basin
+
+
+def check_radii(radii: tuple, x) -> None:
+    """Refuse radii beyond ``RADIUS_LIMIT`` x max(1, largest model norm): the SAM ball and the sphere of the
+    average sharpness would then probe losses at parameters dominated by the perturbation itself."""
+    limit = RADIUS_LIMIT * max(1.0, float(x.reshape(-1, x.shape[-1]).norm(dim=1).max()))
+    big = [r for r in radii if r > limit]
+    if big:
+        raise ConfigError(f"invalid radius={big[0]:g}: radii in (0, {limit:.4g}] ({RADIUS_LIMIT:g} x the largest "
+                          "saved model's norm, at least 1); a larger ball measures the perturbation, not the model")
+
+
 def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable, out: Path | None = None) -> tuple:
     """Measure every saved model of round ``round_`` (default: the last saved); return (table, csv path).
     ``build(cfg)``: a fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
     cfg, T, x, engine = saved_models_of(run_dir, round_, build)
+    check_radii(settings.radii, x)
     R, _, d = x.shape
     obj = training_objective(engine.model, engine.data, engine.nb, cfg.seed, settings.fraction)
     cols = measure(obj, x.reshape(2 * R, d), settings)

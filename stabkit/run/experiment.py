@@ -43,7 +43,7 @@ from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
-from stabkit.run.memory import require_memory, run_bytes
+from stabkit.engine.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import Evaluator
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours

@@ -47,14 +47,34 @@ def _load_vector(path: Path, flat: FlatModel) -> torch.Tensor:
         raise ConfigError(f"invalid init={str(path)!r}: cannot read it ({type(e).__name__}); {allowed}") from None
     if isinstance(obj, dict):
         obj = obj.get("state_dict", obj.get("model", obj))
+        for key, value in obj.items() if isinstance(obj, dict) else ():
+            _as_real_vector(path, value, allowed, f" under key {key!r}")
         try:
             flat.module.load_state_dict(obj)
         except (RuntimeError, TypeError, AttributeError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ConfigError(f"invalid init={str(path)!r}: state dict does not fit the model ({first})") from None
         return flat.flatten()
-    vector = torch.as_tensor(np.asarray(obj) if not torch.is_tensor(obj) else obj).reshape(-1)
+    vector = _as_real_vector(path, obj, allowed)
     if vector.numel() != flat.d:
         raise ConfigError(f"invalid init={str(path)!r}: flat vector has {vector.numel()} entries, "
                           f"the model has {flat.d} parameters")
     return vector
+
+
+def _as_real_vector(path: Path, obj, allowed: str, where: str = "") -> torch.Tensor:
+    """A tensor or array of real numbers, flattened; anything else (a string, a list, text, complex or
+    boolean values) is one line saying what the file holds."""
+    if isinstance(obj, np.ndarray):
+        kind = obj.dtype.kind
+        ok = kind in "fiu"
+        what = f"an array of dtype {obj.dtype}"
+    elif torch.is_tensor(obj):
+        ok = not (obj.dtype.is_complex or obj.dtype == torch.bool)
+        what = f"a tensor of dtype {str(obj.dtype).replace('torch.', '')}"
+    else:
+        ok, what = False, f"a {type(obj).__name__}"
+    if not ok:
+        raise ConfigError(f"invalid init={str(path)!r}: holds {what}{where}, not real (integer or floating) "
+                          f"parameters; {allowed}")
+    return torch.as_tensor(obj).reshape(-1)

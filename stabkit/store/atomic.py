@@ -12,10 +12,10 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from stabkit.errors import DiskFull
+from stabkit.store.filemode import shared_tempfile
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -23,7 +23,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = shared_tempfile(path)  # the umask's mode (0644 by default), not mkstemp's 0600
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -82,7 +82,7 @@ def atomic_save(path: Path, obj) -> None:
     import torch  # on use: reading a run's JSON and CSV files needs no torch
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = shared_tempfile(path)  # the umask's mode (0644 by default), not mkstemp's 0600
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)

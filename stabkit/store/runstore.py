@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from stabkit.errors import ConfigError
-from stabkit.store.outdir import check_writable, prepare_dir  # noqa: F401 (prepare_dir: made there)
+from stabkit.store.outdir import check_writable, prepare_dir
 
 
 def require_out(out) -> None:

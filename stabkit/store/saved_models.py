@@ -39,14 +39,19 @@ def parse_save_spec(spec: str, rounds: int) -> Callable[[int], bool]:
         return lambda t: t == rounds
     if spec.startswith("every:"):
         n = spec[len("every:"):]
-        if not n.isdigit() or int(n) < 1:
+        if not _is_count(n) or int(n) < 1:
             raise bad
         return lambda t: t % int(n) == 0 or t == rounds
     parts = [p.strip() for p in spec.split(",")]
-    if not all(p.isdigit() and int(p) <= rounds for p in parts):
+    if not all(_is_count(p) and int(p) <= rounds for p in parts):
         raise bad
     chosen = {int(p) for p in parts}
     return lambda t: t in chosen
+
+
+def _is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²' or '٣', which ``int`` then rejects."""
+    return text.isascii() and text.isdigit()
 
 
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
@@ -86,14 +91,49 @@ def load_models(run_dir, t: int) -> list:
         raise ConfigError(f"invalid round={t}: no models saved for it in {str(run_dir)!r}; saved rounds: {have}")
     pairs = []
     while model_path(run_dir, t, len(pairs), "a").is_file():
-        r = len(pairs)
-        pairs.append([torch.load(model_path(run_dir, t, r, traj), map_location="cpu") for traj in TRAJ])
+        pairs.append([_load_state(model_path(run_dir, t, len(pairs), traj)) for traj in TRAJ])
     return pairs
 
 
-def load_flat(run_dir, t: int) -> torch.Tensor:
-    """The saved models of round ``t`` as flat parameters ``[R, 2, d]`` (parameter order as saved)."""
+def _load_state(path: Path) -> dict:
+    """One saved state dict; a missing, unreadable or foreign file is one line naming it."""
+    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
+    if not path.is_file():
+        raise ConfigError(f"invalid saved model {str(path)!r}: missing (the other trajectory's model is there)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, corrupt or not a torch file
+        raise ConfigError(f"invalid saved model {str(path)!r}: cannot read it ({type(e).__name__}); "
+                          "a state dict written by `stabkit pair --save-models`") from None
+    if not (isinstance(state, dict) and state and all(torch.is_tensor(v) for v in state.values())):
+        raise ConfigError(f"invalid saved model {str(path)!r}: holds a {type(state).__name__}, not a state dict "
+                          "of tensors written by `stabkit pair --save-models`")
+    return state
+
+
+def load_flat(run_dir, t: int, names: list | None = None, shapes: list | None = None) -> torch.Tensor:
+    """The saved models of round ``t`` as flat parameters ``[R, 2, d]``: in the order of the model's
+    parameter ``names`` with their ``shapes`` when given (a state dict of another architecture is one line
+    naming the first mismatch), else in the order saved."""
     import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     pairs = load_models(run_dir, t)
-    return torch.stack([torch.stack([torch.cat([v.reshape(-1) for v in sd.values()]) for sd in pair])
-                        for pair in pairs])
+    flat = []
+    for r, pair in enumerate(pairs):
+        for traj, sd in zip(TRAJ, pair):
+            if names is not None:
+                _check_fits(model_path(run_dir, t, r, traj), sd, names, shapes)
+            flat.append(torch.cat([sd[n].reshape(-1) for n in (names if names is not None else sd)]))
+    return torch.stack(flat).reshape(len(pairs), len(TRAJ), -1)
+
+
+def _check_fits(path: Path, state: dict, names: list, shapes: list) -> None:
+    expected = dict(zip(names, (tuple(s) for s in shapes)))
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    if got == expected:
+        return
+    name = next((n for n in expected if got.get(n) != expected[n]), None) or next(n for n in got if n not in expected)
+    what = (f"parameter {name!r} has shape {list(got[name])}, the run's model {list(expected[name])}"
+            if name in got and name in expected else
+            f"parameter {name!r} is missing" if name in expected else f"unexpected parameter {name!r}")
+    raise ConfigError(f"invalid saved model {str(path)!r}: does not fit the run's model ({what}); a model of "
+                      "another architecture or run")

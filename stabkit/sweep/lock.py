@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from stabkit.errors import ConfigError
+from stabkit.store.filemode import shared_tempfile
 
 LOCK = "sweep.lock"
 
@@ -45,7 +45,7 @@ def _stale(owner) -> bool:
 
 def _create(path: Path, me: dict) -> bool:
     """Create ``path`` holding ``me`` unless it exists (atomic: link of a written temporary file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sweep.lock.", suffix=".tmp")
+    fd, tmp = shared_tempfile(path)  # readable by whoever may share the sweep (the umask's mode)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)

@@ -33,7 +33,7 @@ from stabkit.flatness.report import flatness_report
 from stabkit.flatness.runlog import final_sharpness
 from stabkit.plotting import STYLE, coincident, colors, line_styles, plt, save, sns
 from stabkit.store.atomic import atomic_write_csv
-from stabkit.store.outdir import prepare_dir
+from stabkit.store.outdir import output_dir
 from stabkit.store.runstore import load_run
 from stabkit.sweep import REPORT_FORMATS as FORMATS
 from stabkit.sweep.manifest import read_manifest
@@ -50,7 +50,11 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     require(fmt in FORMATS, "format", fmt, f"one of {', '.join(FORMATS)}")
     root = Path(root)
     man = read_manifest(root)
-    out = prepare_dir(Path(out) if out else root / "report")
+    with output_dir(Path(out) if out else root / "report") as out:  # a refusal below leaves no empty folder
+        return _report(root, man, out, fmt, bootstrap, plot)
+
+
+def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bool) -> dict:
     axes = man["axes"]
     settings = [a for a in axes if a != REPLICATE]
     tables, rows, bound_rows, analyses, missing = [], [], [], {}, {}

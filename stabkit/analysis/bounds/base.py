@@ -215,14 +215,18 @@ def _check_signature(fn, name: str) -> None:
 
 def load_installed() -> None:
     """Import the bounds installed under the entry-point group ``stabkit.bounds``, each once (a plug-in
-    installed while the process runs is found on the next call)."""
+    installed while the process runs is found on the next call); one that fails to load is named in a
+    warning and skipped."""
     for ep_name, ep in plugins.installed("bound").items():
         if (ep_name, ep.value) in _ENTRY_POINTS_LOADED:
             continue
-        obj = plugins.load("bound", ep_name)
-        if callable(obj) and not hasattr(obj, "stabkit_bound"):
-            register(ep_name, name=f"{ep_name}.{getattr(obj, '__name__', 'bound')}")(obj)
         _ENTRY_POINTS_LOADED.add((ep_name, ep.value))
+        try:
+            obj = plugins.load("bound", ep_name)
+            if callable(obj) and not hasattr(obj, "stabkit_bound"):
+                register(ep_name, name=f"{ep_name}.{getattr(obj, '__name__', 'bound')}")(obj)
+        except ConfigError as e:  # one broken plug-in: warned about once, every other bound still applies
+            plugins.warn_broken("bound", ep_name, e)
 
 
 def bounds_for(setting: Setting) -> list:
