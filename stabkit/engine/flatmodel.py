@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
+from stabkit.engine.grouped import compile_grouped
 from stabkit.engine.seqgrad import compile_seq
 
 EVAL_BYTES = 512 << 20  # activation memory one evaluation chunk may take (all models together)
@@ -33,7 +34,8 @@ class FlatModel:
         self.numels = [p.numel() for p in params.values()]
         self.d = sum(self.numels)
         self.dtype, self.device = dtype, device
-        self.fast = compile_seq(self.module, kind)  # None: the generic torch.func path
+        # the hand-written Sequential path, else the traced grouped model; None: the generic torch.func path
+        self.fast = compile_seq(self.module, kind) or compile_grouped(self.module, kind)
         self._flops = None
         self._activation_bytes = None  # per sample and model, measured on first evaluation
         self._batched_grad = vmap(grad(self._batch_loss))
