@@ -3,7 +3,8 @@
 A run is built exactly as ``stabkit pair`` would build it (same data, model, fast path, threads, evaluation
 schedule), then a couple of rounds and one evaluation are timed and projected onto the whole run: all pairs
 (they run as one batch, so a round's time already holds them), every round, the evaluation schedule (the
-subset evaluations plus the all-data evaluation of the last round) and round 0's evaluation. Nothing is
+subset evaluations, round 0's included, plus the all-data evaluation of the last round, scaled from the
+subset's time by the number of samples: evaluation runs in memory-bounded chunks, so its time is linear in them). Nothing is
 written. The constants estimated after a run are not included (they use at most 2,048 samples once; the
 summary of a real run reports their time). A preset whose data files are absent is timed on fixture data of
 the real size in the published format (random pixels: throughput does not depend on them).
@@ -29,7 +30,7 @@ class Estimate:
     round_s: float
     rounds_timed: int
     eval_s: float  # one evaluation on the run's evaluation subset
-    full_eval_s: float  # the all-data evaluation of the last round (= eval_s when the subset is all data)
+    full_eval_s: float  # the all-data evaluation of the last round (scaled from eval_s by the samples)
     evaluations: int  # subset evaluations of the whole run (round 0 and every eval_every-th round)
     rounds: int
     pairs: int
@@ -97,8 +98,6 @@ def estimate_run(run, rounds: int = 2) -> Estimate:
     """Time ``rounds`` rounds (the first warms up where more than one is timed) and one evaluation of the
     built ``PairedRun`` ``run`` and project them onto its whole schedule. The run's state advances; it is
     meant to be thrown away."""
-    from stabkit.engine.evaluation import Evaluator
-
     cfg, dev = run.cfg, run.device
     times = []
     for t in range(rounds):
@@ -108,19 +107,22 @@ def estimate_run(run, rounds: int = 2) -> Estimate:
         _synchronize(dev)
         times.append(time.perf_counter() - start)
     round_s = min(times[1:]) if len(times) > 1 else times[0]
-    eval_s = _timed(lambda: run.evaluator.evaluate(run.engine.x, None), dev)
-    if cfg.eval_fraction >= 1:
-        full_s = eval_s
-    else:
-        full = Evaluator(run.model, run.data, run.nb, 1.0, cfg.seed)
-        full.threads = run.threads
-        full_s = _timed(lambda: full.evaluate(run.engine.x, None), dev)
+    ev = run.evaluator
+    eval_s = _timed(lambda: ev.evaluate(run.engine.x, None), dev)
+    # the last round's all-data evaluation, scaled from the subset by samples (evaluation is chunked: linear)
+    samples = lambda e: sum(len(part[1]) for part in (e.train, e.val, e.test))  # noqa: E731
+    full_s = eval_s if cfg.eval_fraction >= 1 else eval_s * _all_samples(run) / samples(ev)
     T, every = cfg.rounds, cfg.eval_every
     evaluations = sum(1 for t in range(T) if t % every == 0)  # rounds 0..T-1; the last one is full_s
     schedule = (("every round" if every == 1 else f"every {every} rounds") + " on " +
                 ("all data" if cfg.eval_fraction >= 1 else f"{cfg.eval_fraction:.0%} of the data"))
     return Estimate(round_s, rounds, eval_s, full_s, evaluations, T, cfg.pairs, peak_bytes(dev), dev.type,
                     run.threads, schedule)
+
+
+def _all_samples(run) -> int:
+    data = run.data
+    return len(data.flat_y) + len(data.val_y) + len(data.test_y)
 
 
 def _timed(fn, device) -> float:
