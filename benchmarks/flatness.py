@@ -38,25 +38,44 @@ def trained(cfg: RunConfig, task=None, rounds: int = 5) -> PairedRun:
     return run
 
 
-def spectrum_case(name: str, run: PairedRun, probes: int = 100) -> dict:
+def _timed_spectrum(obj, theta, probes: int):
+    start = time.perf_counter()
+    fast = lanczos(obj.hvp, theta, k=1, tol=1e-2)
+    t_lanczos = time.perf_counter() - start
+    start = time.perf_counter()
+    tr = hutchinson(obj, theta, probes)
+    return fast, t_lanczos, tr, time.perf_counter() - start
+
+
+def spectrum_case(name: str, run: PairedRun, probes: int = 100, baseline_probes: int = 0) -> dict:
+    """lambda_max and the trace on the grouped fast path; with ``baseline_probes`` also on the torch.func
+    path in the same process (lambda_max in full, the trace on that many probes, scaled to ``probes``)."""
     obj = training_objective(run.model, run.data, run.nb, run.cfg.seed).select([0])
     theta = run.engine.x[0, :1]
+    base = {}
     with threads_for(obj.flops):
-        start = time.perf_counter()
-        fast = lanczos(obj.hvp, theta, k=1, tol=1e-2)
-        t_lanczos = time.perf_counter() - start
-        start = time.perf_counter()
-        tr = hutchinson(obj, theta, probes)
-        t_trace = time.perf_counter() - start
+        if baseline_probes:
+            grouped, run.model._grouped = run.model.grouped(), None  # the torch.func HVP
+            slow, t_slow, slow_tr, t_slow_tr = _timed_spectrum(obj, theta, baseline_probes)
+            run.model._grouped = grouped
+            base = {"baseline_lambda_max": float(slow.top[0, 0]), "baseline_lanczos_s": t_slow,
+                    "baseline_lanczos_iterations": int(slow.iterations[0]), "baseline_trace_probes": baseline_probes,
+                    "baseline_trace_s_scaled": t_slow_tr * probes / baseline_probes}
+        fast, t_lanczos, tr, t_trace = _timed_spectrum(obj, theta, probes)
         ref = lanczos(obj.hvp, theta, k=1, max_iter=100, tol=1e-6)
     lam, exact = float(fast.top[0, 0]), float(ref.top[0, 0])
     out = {"model": name, "d": run.model.d, "samples": int(len(obj.x)), "lambda_max": lam,
            "lambda_max_reference": exact, "relative_error": abs(lam - exact) / abs(exact),
            "lanczos_iterations": int(fast.iterations[0]), "lanczos_s": t_lanczos,
-           "trace": float(tr.mean[0]), "trace_se": float(tr.se[0]), "probes": probes, "trace_s": t_trace}
+           "trace": float(tr.mean[0]), "trace_se": float(tr.se[0]), "probes": probes, "trace_s": t_trace, **base}
     print(f"{name:8s} d={out['d']:6d} N={out['samples']:5d}  lambda_max {lam:.4g} (ref {exact:.4g}, error "
           f"{out['relative_error']:.1e}, {out['lanczos_iterations']} HVPs) {t_lanczos:6.2f} s   trace "
           f"{tr.mean[0]:.4g} ± {tr.se[0]:.2g} ({probes} probes) {t_trace:6.2f} s", flush=True)
+    if base:
+        print(f"{'':8s} torch.func path, same process: lambda_max {base['baseline_lambda_max']:.4g} "
+              f"({base['baseline_lanczos_iterations']} HVPs) {base['baseline_lanczos_s']:6.2f} s   trace "
+              f"{base['baseline_trace_s_scaled']:6.2f} s ({baseline_probes} probes timed, scaled to {probes})",
+              flush=True)
     return out
 
 
@@ -91,6 +110,8 @@ def main(argv=None) -> dict:
     p.add_argument("--points", type=int, default=21)
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--probes", type=int, default=100)
+    p.add_argument("--baseline-probes", type=int, default=0,
+                   help="also time the torch.func HVP path (trace on this many probes, scaled)")
     p.add_argument("--out", default=str(Path(__file__).with_name("results_flatness.json")))
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -100,12 +121,14 @@ def main(argv=None) -> dict:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load:.1f} at start")
     results = {"machine": header, "cases": []}
     if "mlp" in only:
-        results["cases"].append(spectrum_case("mlp", trained(RunConfig(pairs=1, constants=False)), a.probes))
+        results["cases"].append(spectrum_case("mlp", trained(RunConfig(pairs=1, constants=False)), a.probes,
+                                                      a.baseline_probes))
     if "lenet" in only:
         cfg = RunConfig(task="synthetic", model="lenet5", pairs=1, clients_per_round=10, local_steps=5,
                         batch_size=10, lr=0.05, constants=False,
                         task_options=TaskOptions(clients=20, heldout_clients=6, samples_per_client=100))
-        results["cases"].append(spectrum_case("lenet5", trained(cfg, image_task(20, 100, (1, 28, 28))), a.probes))
+        results["cases"].append(spectrum_case("lenet5", trained(cfg, image_task(20, 100, (1, 28, 28))), a.probes,
+                                                      a.baseline_probes))
     if "surface" in only:
         results["cases"].append(surface_case(a.points, a.samples))
     results["machine"]["load_average_at_end"] = os.getloadavg()[0]

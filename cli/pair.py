@@ -129,17 +129,27 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
               help="continue the run in RUN_DIR from its checkpoint (with --rounds N: up to round N); "
                    "the metrics match an uninterrupted run byte for byte")
+@click.option("--estimate", is_flag=True,
+              help="build the run, time two rounds and one evaluation, print s/round, evaluation share, peak "
+                   "memory and the projected wall time of the whole run, and exit without writing anything")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, quiet, label, **params):
+def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, quiet, label, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.algorithms import resolve_hp
     from stabkit.store.outdir import check_writable
     from stabkit.store.runstore import check_new_run_dir, require_out
 
+    if estimate:
+        if resume_dir is not None:
+            raise ConfigError(f"invalid option --estimate with --resume {resume_dir}: estimate a new run "
+                              f"(its options, --preset or --config), not a resumed one")
+        from stabkit.run.estimate import estimate_config
+        estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
+        return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,

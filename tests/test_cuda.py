@@ -65,3 +65,24 @@ def test_float32_gpu_run_computes_in_float32_not_tf32():
         runs[device] = run.engine.x.cpu()
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
     assert (runs["cuda"] - runs["cpu"]).abs().max() <= 1e-5 * float(runs["cpu"].abs().max())
+
+
+def test_gpu_grouped_resnet_matches_torch_func_and_the_cpu():
+    from stabkit.engine.grouped import GroupedModel
+    from stabkit.models.resnet import ResNet18GN
+    torch.manual_seed(0)
+    module = ResNet18GN(3, 5, widths=(4, 6, 8, 8))
+    grads = {}
+    for device in ("cpu", "cuda"):
+        m = FlatModel(module, "classification", torch.float64, torch.device(device))
+        assert isinstance(m.fast, GroupedModel)
+        gen = torch.Generator().manual_seed(1)
+        th = (m.flatten().cpu() + 0.1 * torch.randn(3, m.d, dtype=torch.float64, generator=gen)).to(device)
+        x = torch.randn(3, 4, 3, 16, 16, dtype=torch.float64, generator=gen).to(device)
+        y = torch.randint(0, 5, (3, 4), generator=gen).to(device)
+        grads[device] = m.grads(th, x, y).cpu()
+        if device == "cuda":
+            m.fast = None
+            ref = m.grads(th, x, y).cpu()
+            assert (grads[device] - ref).abs().max() <= 1e-12 * max(1.0, float(ref.abs().max()))
+    assert (grads["cuda"] - grads["cpu"]).abs().max() <= 1e-12 * max(1.0, float(grads["cpu"].abs().max()))

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
+from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.engine.seqgrad import compile_seq
 
 EVAL_BYTES = 512 << 20  # activation memory one evaluation chunk may take (all models together)
@@ -33,7 +34,9 @@ class FlatModel:
         self.numels = [p.numel() for p in params.values()]
         self.d = sum(self.numels)
         self.dtype, self.device = dtype, device
-        self.fast = compile_seq(self.module, kind)  # None: the generic torch.func path
+        # the hand-written Sequential path, else the traced grouped model; None: the generic torch.func path
+        self.fast = compile_seq(self.module, kind) or compile_grouped(self.module, kind)
+        self._grouped = self.fast if isinstance(self.fast, GroupedModel) else ...  # ...: not built yet
         self._flops = None
         self._activation_bytes = None  # per sample and model, measured on first evaluation
         self._batched_grad = vmap(grad(self._batch_loss))
@@ -142,6 +145,13 @@ class FlatModel:
         """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory)."""
         return torch.cat([self._per_sample(theta, x[i:i + chunk], y[i:i + chunk])
                           for i in range(0, len(x), chunk)])
+
+    def grouped(self):
+        """The module as a traced grouped model (``stabkit.engine.grouped``: batched Hessian-vector products by
+        a double backward), or None where it cannot be traced; built on first use."""
+        if self._grouped is ...:
+            self._grouped = compile_grouped(self.module, self.kind)
+        return self._grouped
 
     def hvp(self, theta, v, x, y, w) -> torch.Tensor:
         """Hessian-vector product of the weighted loss sum_n w_n loss_n / sum_n w_n at theta."""

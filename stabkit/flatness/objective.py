@@ -1,9 +1,9 @@
 """A weighted training loss of Q models at once: F_q(theta_q) = sum_n w[q, n] loss_n(theta_q).
 
 One object serves every sharpness measure: ``loss`` (forward only), ``grad`` (the engine's batched
-evaluation, the hand-written fast path where the model has one) and ``hvp`` (forward-over-reverse
-``jvp(grad)`` of the sum over models, whose Hessian is block diagonal, so one call gives every model's
-Hessian-vector product). Data are processed in memory-bounded chunks and the chunks' results summed.
+evaluation, the hand-written fast path where the model has one) and ``hvp`` (a double backward through the
+model's grouped graph, or forward-over-reverse ``jvp(grad)`` with ``torch.func``, of the sum over models, whose
+Hessian is block diagonal, so one call gives every model's Hessian-vector product). Data are processed in memory-bounded chunks and the chunks' results summed.
 Weights of a trajectory's training objective are ``Evaluator.train_w`` (client-uniform, all of the data
 or a fixed paired subset); a client's local objective puts 1/n_i on its own samples.
 """
@@ -53,8 +53,16 @@ class Objective:
         return g.detach(), (losses.detach() * self.w).sum(1)
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q."""
+        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q. A model the
+        grouped form expresses (every built-in one but the LSTM) takes a double backward through its grouped
+        graph (all Q models' channels side by side); others forward-over-reverse ``torch.func``."""
         model = self.model
+        grouped = model.grouped()
+        if grouped is not None:
+            out = torch.zeros_like(theta)
+            for chunk in model._chunks(self.x, self.Q * HVP_MEMORY_FACTOR):
+                out += grouped.hvp(theta, v, self.x[chunk], self.y[chunk], self.w[:, chunk])
+            return out
         per_model = lambda th, xc, yc: model.per_sample_loss(model.forward(th, xc), yc)
         out = torch.zeros_like(theta)
         for chunk in model._chunks(self.x, self.Q * HVP_MEMORY_FACTOR):

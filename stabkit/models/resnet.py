@@ -51,21 +51,22 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18GN(nn.Module):
-    """ResNet-18-GN for ``channels``-channel images and ``classes`` outputs."""
+    """ResNet-18-GN for ``channels``-channel images and ``classes`` outputs; ``widths`` of the four stages
+    (the papers' (64, 128, 256, 512); narrower ones make small instances for tests)."""
 
-    def __init__(self, channels: int, classes: int):
+    def __init__(self, channels: int, classes: int, widths: tuple = (64, 128, 256, 512)):
         super().__init__()
-        self.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
-        self.bn1 = _norm(64)
+        self.conv1 = nn.Conv2d(channels, widths[0], 7, 2, 3, bias=False)
+        self.bn1 = _norm(widths[0])
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        widths, cin, stages = (64, 128, 256, 512), 64, []
+        cin, stages = widths[0], []
         for i, w in enumerate(widths):
             stride = 1 if i == 0 else 2
             stages.append(nn.Sequential(BasicBlock(cin, w, stride), BasicBlock(w, w, 1)))
             cin = w
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, classes)
+        self.fc = nn.Linear(widths[-1], classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(torch.relu(self.bn1(self.conv1(x))))

@@ -1,0 +1,175 @@
+"""Time to result before committing to it: ``stabkit pair ... --estimate`` and ``stabkit presets NAME --estimate``.
+
+A run is built exactly as ``stabkit pair`` would build it (same data, model, fast path, threads, evaluation
+schedule), then a couple of rounds and one evaluation are timed and projected onto the whole run: all pairs
+(they run as one batch, so a round's time already holds them), every round, the evaluation schedule (the
+subset evaluations, round 0's included, plus the all-data evaluation of the last round, scaled from the
+subset's time by the number of samples: evaluation runs in memory-bounded chunks, so its time is linear in them). Nothing is
+written. The constants estimated after a run are not included (they use at most 2,048 samples once; the
+summary of a real run reports their time). A preset whose data files are absent is timed on fixture data of
+the real size in the published format (random pixels: throughput does not depend on them).
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Real sizes (train, test) of the data sets whose files :mod:`stabkit.tasks.fixtures` writes quickly.
+REAL_SIZES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "mnist": (60_000, 10_000),
+              "fashion_mnist": (60_000, 10_000), "emnist_l": (48_000, 8_000)}  # EMNIST: letters a-j, the part read
+
+
+@dataclass
+class Estimate:
+    """Seconds per round and per evaluation as timed, and the run they are projected onto."""
+
+    round_s: float
+    rounds_timed: int
+    eval_s: float  # one evaluation on the run's evaluation subset
+    full_eval_s: float  # the all-data evaluation of the last round (scaled from eval_s by the samples)
+    evaluations: int  # subset evaluations of the whole run (round 0 and every eval_every-th round)
+    rounds: int
+    pairs: int
+    peak_bytes: int  # peak RSS (CPU) or peak allocated device memory (CUDA)
+    device: str
+    threads: object
+    schedule: str
+
+    @property
+    def train_total_s(self) -> float:
+        return self.round_s * self.rounds
+
+    @property
+    def eval_total_s(self) -> float:
+        return self.eval_s * self.evaluations + self.full_eval_s
+
+    @property
+    def total_s(self) -> float:
+        return self.train_total_s + self.eval_total_s
+
+    @property
+    def eval_share(self) -> float:
+        return self.eval_total_s / self.total_s if self.total_s else 0.0
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "total_s": self.total_s, "eval_share": self.eval_share}
+
+    def describe(self) -> str:
+        """The one line a researcher decides "CPU, one GPU or a cluster" from."""
+        where = self.device + (f", {self.threads} thread{'s' * (self.threads != 1)}" if self.threads else "")
+        return (f"estimate: {self.round_s:.3g} s/round ({self.pairs} pairs x 2 trajectories, {self.rounds_timed} "
+                f"rounds timed), evaluation {self.eval_s:.3g} s ({self.schedule}) = {self.eval_share:.0%} of the "
+                f"run, peak memory {self.peak_bytes / 2 ** 30:.2f} GiB; projected {self.rounds} rounds: "
+                f"{_duration(self.total_s)} on this machine ({where}); nothing written")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def peak_bytes(device) -> int:
+    """Peak memory of this process so far: device memory on CUDA, resident set size on the CPU."""
+    import torch
+
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)  # bytes on macOS, KiB on Linux
+
+
+def _synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def estimate_run(run, rounds: int = 2) -> Estimate:
+    """Time ``rounds`` rounds (the first warms up where more than one is timed) and one evaluation of the
+    built ``PairedRun`` ``run`` and project them onto its whole schedule. The run's state advances; it is
+    meant to be thrown away."""
+    cfg, dev = run.cfg, run.device
+    times = []
+    for t in range(rounds):
+        _synchronize(dev)
+        start = time.perf_counter()
+        run.engine.step(t)
+        _synchronize(dev)
+        times.append(time.perf_counter() - start)
+    round_s = min(times[1:]) if len(times) > 1 else times[0]
+    ev = run.evaluator
+    eval_s = _timed(lambda: ev.evaluate(run.engine.x, None), dev)
+    # the last round's all-data evaluation, scaled from the subset by samples (evaluation is chunked: linear)
+    samples = lambda e: sum(len(part[1]) for part in (e.train, e.val, e.test))  # noqa: E731
+    full_s = eval_s if cfg.eval_fraction >= 1 else eval_s * _all_samples(run) / samples(ev)
+    T, every = cfg.rounds, cfg.eval_every
+    evaluations = sum(1 for t in range(T) if t % every == 0)  # rounds 0..T-1; the last one is full_s
+    schedule = (("every round" if every == 1 else f"every {every} rounds") + " on " +
+                ("all data" if cfg.eval_fraction >= 1 else f"{cfg.eval_fraction:.0%} of the data"))
+    return Estimate(round_s, rounds, eval_s, full_s, evaluations, T, cfg.pairs, peak_bytes(dev), dev.type,
+                    run.threads, schedule)
+
+
+def _all_samples(run) -> int:
+    data = run.data
+    return len(data.flat_y) + len(data.val_y) + len(data.test_y)
+
+
+def _timed(fn, device) -> float:
+    _synchronize(device)
+    start = time.perf_counter()
+    fn()
+    _synchronize(device)
+    return time.perf_counter() - start
+
+
+def with_fixture_data(cfg, folder: Path):
+    """``(cfg, task, note)``: the task of ``cfg`` built from its files; where a data set's files are absent,
+    from fixture files of the real size written into ``folder`` (``cfg`` then reads them and ``note`` says so)."""
+    import dataclasses
+
+    from stabkit.errors import ConfigError
+    from stabkit.run.experiment import build_checked_task
+
+    try:
+        return cfg, build_checked_task(cfg), None
+    except ConfigError:
+        if cfg.task not in REAL_SIZES:
+            raise
+    from stabkit.tasks import fixtures
+
+    train, test = REAL_SIZES[cfg.task]
+    if cfg.task.startswith("cifar"):
+        fixtures.write_cifar(folder, cfg.task, train, test)
+    else:
+        fixtures.write_idx(folder, cfg.task, train, test)
+    note = (f"data files of {cfg.task} not found (--data-dir {cfg.task_options.data_dir}): timing on fixture data "
+            f"of the real size ({train:,} + {test:,} random samples in the published format)")
+    cfg = cfg.replace(task_options=dataclasses.replace(cfg.task_options, data_dir=str(folder)))
+    return cfg, build_checked_task(cfg), note
+
+
+def estimate_config(cfg, rounds: int = 2, echo=print) -> Estimate:
+    """Build the run of ``cfg`` (on fixture data of the real size where its files are absent), time it
+    and print the estimate line; nothing is written."""
+    from stabkit.run.experiment import PairedRun
+
+    with tempfile.TemporaryDirectory(prefix="stabkit-estimate-") as tmp:
+        cfg, task, note = with_fixture_data(cfg, Path(tmp))
+        if note:
+            echo(note)
+        run = PairedRun(cfg, task)
+        echo(run.describe_evaluation())
+        est = estimate_run(run, rounds)
+    echo(est.describe())
+    return est

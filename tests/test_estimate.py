@@ -1,0 +1,49 @@
+"""``--estimate``: the projection's arithmetic, a real estimate that writes nothing, fixture data for presets."""
+import pytest
+
+import stabkit.run.estimate as estimate
+from cli.main import main
+from stabkit import RunConfig, TaskOptions
+from stabkit.errors import ConfigError
+from stabkit.run.estimate import Estimate, estimate_run, with_fixture_data
+from stabkit.run.experiment import PairedRun
+
+
+def test_projection_counts_every_round_and_the_evaluation_schedule():
+    est = Estimate(round_s=2.0, rounds_timed=2, eval_s=1.0, full_eval_s=3.0, evaluations=2, rounds=10, pairs=8,
+                   peak_bytes=2 ** 30, device="cpu", threads=2, schedule="every 5 rounds on 10% of the data")
+    assert est.total_s == 2.0 * 10 + 1.0 * 2 + 3.0
+    assert est.eval_share == pytest.approx(5.0 / 25.0)
+    line = est.describe()
+    assert "2 s/round" in line and "20% of the run" in line and "1.00 GiB" in line and "25 s" in line
+
+
+def test_estimate_of_a_real_run_follows_its_schedule():
+    cfg = RunConfig(task="synthetic", pairs=2, rounds=10, eval_every=5, eval_fraction=0.5, constants=False,
+                    task_options=TaskOptions(clients=6, samples_per_client=20))
+    run = PairedRun(cfg)
+    est = estimate_run(run, rounds=2)
+    assert est.evaluations == 2 and est.rounds == 10 and est.pairs == 2  # rounds 0 and 5; round 10 on all data
+    assert est.round_s > 0 and est.eval_s > 0 and est.full_eval_s > 0 and est.peak_bytes > 2 ** 20
+    assert run.engine.x.shape[:2] == (2, 2)
+
+
+def test_pair_estimate_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    main(["pair", "--task", "synthetic", "--rounds", "20", "--pairs", "2", "--clients", "6",
+          "--samples-per-client", "20", "--out", str(out), "--estimate"])
+    text = capsys.readouterr().out
+    assert "s/round" in text and "projected 20 rounds" in text and "nothing written" in text
+    assert not out.exists()
+
+
+def test_preset_without_data_files_is_timed_on_fixture_files_of_the_real_size(tmp_path, monkeypatch):
+    monkeypatch.setitem(estimate.REAL_SIZES, "cifar10", (120, 30))  # the real size, shrunk for the test
+    cfg = RunConfig.from_dict({"task": "cifar10", "model": "cnn", "clients": 4, "heldout_clients": 2,
+                               "data_dir": str(tmp_path / "absent")})
+    cfg2, task, note = with_fixture_data(cfg, tmp_path / "fixture")
+    assert "not found" in note and "120 + 30" in note
+    assert sum(len(y) for y in task.train_y) + sum(len(y) for y in task.val_y) + len(task.test_y) == 150
+    assert (tmp_path / "fixture").is_dir() and cfg2.task_options.data_dir == str(tmp_path / "fixture")
+    with pytest.raises(ConfigError, match="data_dir"):  # a task with no fixture writer keeps its one-line error
+        with_fixture_data(RunConfig.from_dict({"task": "shakespeare", "model": "char_lstm"}), tmp_path / "x")

@@ -1,0 +1,81 @@
+"""The traced grouped model (stabkit.engine.grouped) against torch.func: ResNet-18-GN's graph (narrow and on
+small images, so the check is quick), a user model with a residual add, Hessian-vector products against a
+dense Hessian, and the architectures that must keep the generic path."""
+import pytest
+import torch
+from torch import nn
+
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.grouped import GroupedModel, compile_grouped
+from stabkit.models.lstm import CharLSTM
+from stabkit.models.resnet import ResNet18GN
+
+
+class Residual(nn.Module):
+    """A plug-in model: conv, torch GroupNorm, an identity shortcut added to a branch, method calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.branch = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU())
+        self.head = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        h = self.norm(self.conv(x)).relu()
+        h = h + self.branch(h)
+        return self.head(h.flatten(1))
+
+
+def _outputs(m: FlatModel, th, x, y, w, ws):
+    g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
+    g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
+    loss, corr = m.losses(th, x[0], y[0])
+    return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
+
+
+@pytest.mark.parametrize("name", ["resnet18_gn", "residual"])
+def test_grouped_model_equals_torch_func_in_float64(name):
+    torch.manual_seed(0)
+    if name == "resnet18_gn":
+        module, shape = ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)
+    else:
+        module, shape = Residual(), (2, 4, 4)
+    m = FlatModel(module, "classification", torch.float64, torch.device("cpu"))
+    assert isinstance(m.fast, GroupedModel)
+    P, B = 3, 4
+    th = m.flatten() + 0.1 * torch.randn(P, m.d, dtype=torch.float64)
+    x = torch.randn(P, B, *shape, dtype=torch.float64)
+    y = torch.randint(0, m.module(x[0]).shape[-1], (P, B))
+    w, ws = (torch.rand(P, B) > 0.3).to(torch.float64), torch.rand(P, B, dtype=torch.float64)
+    fast, fast_exact = _outputs(m, th, x, y, w, ws)
+    m.fast = None
+    ref, ref_exact = _outputs(m, th, x, y, w, ws)
+    for a, b in zip(fast, ref):
+        assert a.shape == b.shape and a.abs().max() > 0
+        assert (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))
+    for a, b in zip(fast_exact, ref_exact):
+        assert torch.equal(a, b)
+
+
+def test_grouped_hvp_equals_the_dense_hessian():
+    torch.manual_seed(1)
+    m = FlatModel(Residual(), "classification", torch.float64, torch.device("cpu"))
+    Q, N = 2, 7
+    th = m.flatten() + 0.1 * torch.randn(Q, m.d, dtype=torch.float64)
+    x, y, w = torch.randn(N, 2, 4, 4, dtype=torch.float64), torch.randint(0, 3, (N,)), torch.rand(Q, N,
+                                                                                                 dtype=torch.float64)
+    v = torch.randn(Q, m.d, dtype=torch.float64)
+    got = m.fast.hvp(th, v, x, y, w)
+    for q in range(Q):
+        f = lambda t: (m.per_sample_loss(m.forward(t, x), y) * w[q]).sum()  # noqa: E731
+        H = torch.func.hessian(f)(th[q])
+        assert (got[q] - H @ v[q]).abs().max() <= 1e-12 * max(1.0, float((H @ v[q]).abs().max()))
+
+
+def test_the_paper_resnet_takes_the_grouped_path_and_untraceable_models_do_not():
+    assert compile_grouped(ResNet18GN(3, 10), "classification") is not None
+    assert compile_grouped(CharLSTM(12, 12), "classification") is None  # nn.LSTM: no grouped rule
+    assert compile_grouped(nn.Sequential(nn.Flatten(), nn.Linear(4, 2), nn.Tanh()), "classification") is None
+    assert compile_grouped(nn.Sequential(nn.Conv2d(1, 2, 3, groups=1, padding="same")), "classification") is None
+    assert compile_grouped(nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)), "classification") is None
