@@ -208,10 +208,12 @@ def _tightest(jobs: list) -> dict:
 
 
 def _learning_status(row: dict, learn_floor) -> str:
+    """``ok`` or why the cell's model does not learn: a test accuracy below the floor where one is set
+    (classification), else a final training loss above ``ratio`` x the initial one (or not finite)."""
     acc_floor, ratio = learn_floor(row["task"]) if learn_floor else DEFAULT_FLOOR
     acc = row.get("test_acc", np.nan)
-    if acc_floor is not None and np.isfinite(acc) and acc < acc_floor:
-        return f"no learning (test acc {acc:.3f} < {acc_floor:g})"
+    if acc_floor is not None and np.isfinite(acc):
+        return "ok" if acc >= acc_floor else f"no learning (test acc {acc:.3f} < {acc_floor:g})"
     start, end = row.get("initial_train_loss", np.nan), row.get("train_loss", np.nan)
     if not np.isfinite(end) or (np.isfinite(start) and end > ratio * start):
         return f"no learning (train loss {end:.3g} > {ratio:g} x initial {start:.3g})"

@@ -1,5 +1,6 @@
 """The atlas page: ``index.html`` (one self-contained file: tables sortable in the browser, figures inline
-as PNG data, no network), ``cells.csv`` and ``cells.md`` beside it, rendered from the Jinja2 templates in
+as PNG data, no network), ``cells.csv``, ``cells.md`` (the page's tables) and ``summary.md`` (one row per
+algorithm, one D_T column per table: the README's table) beside it, rendered from the Jinja2 templates in
 ``stabkit/atlas/templates``. ``write_page`` serves the atlas and ``stabkit report --html`` alike."""
 from __future__ import annotations
 
@@ -77,14 +78,15 @@ def _cells_of(row, front: bool, runs_html: Markup) -> list:
 
 
 def _runs_html(row, root: Path, out: Path) -> Markup:
-    parts = []
+    """Links to the cell's run directories (one per seed) and, folded, the command that reproduces each."""
+    links, commands = [], []
     for job in row["jobs"]:
         rel = os.path.relpath(root / "jobs" / job, out)
-        cmd = f"stabkit pair --config {rel}/config.json --out runs/{job}"
         seed = re.search(r"seed=(\d+)", job)
-        parts.append(Markup('<a href="{0}/">{1}</a> <details><summary>cmd</summary><code>{2}</code></details>')
-                     .format(rel, f"seed {seed.group(1)}" if seed else job, cmd))
-    return Markup("<br>").join(parts)
+        links.append(Markup('<a href="{0}/">{1}</a>').format(rel, f"s{seed.group(1)}" if seed else "run"))
+        commands.append(Markup("<code>stabkit pair --config {0}/config.json --out runs/{1}</code>").format(rel, job))
+    return (Markup(" ").join(links) + Markup(" <details><summary>command</summary>")
+            + Markup("<br>").join(commands) + Markup("</details>"))
 
 
 def build_tables(cells: pd.DataFrame, root: Path, out: Path, titles: dict) -> list:
@@ -97,13 +99,40 @@ def build_tables(cells: pd.DataFrame, root: Path, out: Path, titles: dict) -> li
         for i, row in g.iterrows():
             cells_ = _cells_of(row, bool(front[i]), _runs_html(row, root, out))
             rows.append({"cls": ("off" if row["status"] != "ok" else "") + (" front" if front[i] else ""),
-                         "cells": [{"text": t, "sort": s, "html": h, "cls": "l name" if k == "name" else
-                                    ("l" if left else "")}
+                         "cells": [{"text": t, "sort": s, "html": h, "cls": {"name": "l name", "status": "l status"}.get(
+                                    k, "l" if left else "")}
                                    for (t, s, h), (k, _, _, left) in zip(cells_, COLUMNS)],
                          "md": [t for (t, _, _), (k, *_rest) in zip(cells_, COLUMNS) if k != "runs"]})
         tables.append({"id": re.sub(r"[^A-Za-z0-9]+", "-", f"{task}-{perturb}"),
                        "title": f"{titles.get(task, task)} — {perturb} perturbation", "rows": rows})
     return tables
+
+
+def wide_markdown(cells: pd.DataFrame, titles: dict) -> str:
+    """One row per setting, one column per table: D_T ± 95% half-width (rank), "no learning"/"diverged"
+    where the cell is not ranked; then each task's test accuracy (or loss) under client perturbation."""
+    tables = list(dict.fromkeys(zip(cells["task"], cells["perturb"])))
+    tasks = list(dict.fromkeys(cells["task"]))
+    head = [f"{t}, {p}" for t, p in tables]
+    quality = [f"{t}: test acc" for t in tasks]
+    lines = ["| algorithm | " + " | ".join(head + quality) + " |", "|---" * (1 + len(head) + len(quality)) + "|"]
+    for name in dict.fromkeys(cells["name"]):
+        row = [name]
+        for t, p in tables:
+            c = cells[(cells["name"] == name) & (cells["task"] == t) & (cells["perturb"] == p)]
+            if not len(c):
+                row.append("")
+                continue
+            c = c.iloc[0]
+            text = _pm(c, "D_T")
+            row.append(f"{text} ({int(c['rank'])})" if c["status"] == "ok" else f"{text} *{c['status'].split(' (')[0]}*")
+        for t in tasks:
+            c = cells[(cells["name"] == name) & (cells["task"] == t)]
+            c = c[c["perturb"] == c["perturb"].iloc[0]].iloc[0] if len(c) else None
+            acc = np.nan if c is None else c.get("test_acc", np.nan)
+            row.append("" if c is None else _num(acc) if np.isfinite(acc) else f"(loss {_num(c['test_loss'])})")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def machine_info(extra: dict | None = None) -> list:
@@ -191,8 +220,10 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
     md = md_env.get_template("cells.md.j2").render(
         tables=tables, md_columns=[{"label": label} for k, label, _, _ in COLUMNS if k != "runs"])
     atomic_write_text(out / "cells.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
+    atomic_write_text(out / "summary.md", wide_markdown(cells, titles))
     csv = cells.drop(columns=["curve"], errors="ignore").assign(jobs=cells["jobs"].map(";".join))
     atomic_write_csv(out / "cells.csv", csv)
     atomic_write_json(out / "link.json", link)
     return {"page": out / "index.html", "cells": out / "cells.csv", "markdown": out / "cells.md",
+            "summary": out / "summary.md",
             "figures": list(paths.values()), "link": link, "cells_df": cells}

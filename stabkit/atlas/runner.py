@@ -119,6 +119,9 @@ def atlas_page(out) -> dict:
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
     floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
     cells = cell_table(read_jobs(out / SWEEP), learn_floor=lambda task: floors.get(task, (None, 0.9)))
+    tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
+    cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
+        {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)
     titles = {t.name: t.title for t in suite.tasks}
     extra = {"suite": suite.name}
     if meta.get("sweep_wall_s") is not None:
