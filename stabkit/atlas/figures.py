@@ -59,7 +59,8 @@ def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
 
 
 def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
-    """Per table: D_T (± 95% CI) against test accuracy (or test loss); the Pareto front joined and named."""
+    """Per table: D_T (± 95% CI) against test accuracy (or test loss); the Pareto front joined; every
+    point named (log D_T axis where the cells span more than 30x)."""
     sns.set_theme(**STYLE)
     front = pareto_front(cells)
     q = quality(cells)
@@ -72,8 +73,12 @@ def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
         ax.errorbar(ok["D_T"], y, xerr=ok["D_T.hw"].fillna(0), fmt="o", ms=4, color="0.55", capsize=2, lw=0.8)
         on = ok[front[ok.index]].sort_values("D_T")
         ax.plot(on["D_T"], y[on.index], "-o", color="C3", ms=6, lw=1.5, label="Pareto front")
-        for _, row in on.iterrows():
-            ax.annotate(row["name"], (row["D_T"], y[row.name]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        for _, row in ok.iterrows():  # every point named; the front's names dark, the others grey
+            front_row = bool(front[row.name])
+            ax.annotate(row["name"], (row["D_T"], y[row.name]), fontsize=7 if front_row else 5.5,
+                        color="0.1" if front_row else "0.5", xytext=(3, 3), textcoords="offset points")
+        if len(ok) > 1 and ok["D_T"].min() > 0 and ok["D_T"].max() / ok["D_T"].min() > 30:
+            ax.set_xscale("log")
         left = len(g) - len(ok)
         ax.set(title=f"{titles.get(task, task)}, {perturb}" + (f"\n({left} cells not ranked)" if left else ""),
                xlabel=r"$D_T$ (± 95% CI)", ylabel="test loss (lower is better)" if regression else "test accuracy")
