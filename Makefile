@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stabkit-installed
 
-.PHONY: demo test figures clean recipes
+.PHONY: demo test figures clean recipes atlas
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,3 +45,13 @@ recipes: $(STAMP)
 	  echo "$$r: $$(( $$(date +%s) - start )) s" || exit 1; \
 	done
 	$(PY) figures/recipes/fedswa_flatness_landscape.py runs/recipes/fedswa_flatness_landscape
+
+# The stability atlas (README, "What the measurements say so far"): the small suite, its page in runs/atlas/,
+# the README's figures and tables copied to figures/atlas/. ATLAS_ARGS="--seeds 1 --pairs 12" runs it smaller.
+ATLAS := runs/atlas
+ATLAS_ARGS ?=
+
+atlas: $(STAMP)
+	$(VENV)/bin/stabkit atlas --suite small --out $(ATLAS) --workers 2 $(ATLAS_ARGS)
+	mkdir -p figures/atlas
+	cp $(ATLAS)/figures/*.png $(ATLAS)/summary.md $(ATLAS)/cells.md $(ATLAS)/link.json figures/atlas/

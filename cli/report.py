@@ -13,7 +13,9 @@ from stabkit.sweep import REPORT_FORMATS as FORMATS
 @click.option("--format", "fmt", default="csv", show_default=True, help=f"tidy table format: {', '.join(FORMATS)}")
 @click.option("--bootstrap", default=50, show_default=True, type=int, help="bootstrap resamples for the fit CIs")
 @click.option("--no-plot", is_flag=True, help="tables only")
-def report(sweep_dir, out, fmt, bootstrap, no_plot):
+@click.option("--html", is_flag=True, help="also the atlas's kind of page: index.html (sortable tables, figures "
+              "inline), cells.csv, cells.md")
+def report(sweep_dir, out, fmt, bootstrap, no_plot, html):
     """Combine all jobs of a sweep into one tidy table, run the bounds analysis on each, draw comparisons."""
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
@@ -29,6 +31,10 @@ def report(sweep_dir, out, fmt, bootstrap, no_plot):
         click.echo(f"job {job} lacks " + "; ".join(f"{part} ({why})" for part, why in parts.items()))
     if paths.get("figures"):
         click.echo(f"figures: {', '.join(str(p) for p in paths['figures'])}")
+    if html:
+        from stabkit.atlas import sweep_page
+
+        click.echo(f"page: {sweep_page(sweep_dir, out)['page']}")
 
 
 command = report

@@ -1,0 +1,48 @@
+"""``stabkit atlas``: every algorithm measured side by side on a suite of tasks, as one resumable sweep,
+then one self-contained page (``OUT/index.html``) with the ranked tables, frontier and figures."""
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+from stabkit_cli.sweep import Progress
+
+
+@click.command()
+@click.option("--suite", default="small", show_default=True,
+              help="small (this machine's CPU, minutes), paper (the papers' CIFAR-10/EMNIST presets, --data-dir; "
+                   "for a GPU or a cluster) or ci (seconds)")
+@click.option("--algos", default=None, metavar="A,B,...",
+              help="algorithms (built-in names, installed plug-ins, package.module:Class); default: all of them")
+@click.option("--out", default="atlas", show_default=True, help="atlas directory (page, tables, figures; sweep/)")
+@click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
+@click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
+@click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
+@click.option("--executor", default="local", show_default=True, help="local or ray")
+@click.option("--workers", default=1, show_default=True, type=int, help="local executor: processes")
+@click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
+@click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
+@click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
+@click.option("--quiet", is_flag=True, help="no progress lines")
+def atlas(suite, algos, out, seeds, pairs, data_dir, executor, workers, address, dry_run, no_projection, quiet):
+    """Measure every algorithm on a suite of tasks and write the stability atlas page."""
+    from stabkit.atlas import run_atlas  # imported on use: torch
+    from stabkit.store.runstore import require_out
+    from stabkit.sweep import make_executor
+
+    require_out(out)
+    command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
+    res = run_atlas(suite, algos, out, make_executor(executor, workers, address), workers=workers,
+                    data_dir=data_dir, command=command or f"stabkit atlas --suite {suite} --out {out}",
+                    dry_run=dry_run, echo=click.echo, progress=Progress(quiet), project=not no_projection,
+                    seeds=seeds, pairs=pairs)
+    if dry_run:
+        return
+    c = res["counts"]
+    click.echo(f"{c['done']} done, {c['failed']} failed or diverged (kept in the tables) of "
+               f"{sum(c.values())} jobs\npage: {res['page']}\ntables: {res['cells']}, {res['markdown']}")
+
+
+command = atlas

@@ -1,0 +1,13 @@
+"""The stability atlas: every algorithm measured side by side on a suite of tasks (suites), pooled per cell
+with intervals (cells), the stability-accuracy frontier and the stability-generalisation link (link),
+figures and a self-contained page (figures, page, templates/), run as one resumable sweep (runner,
+estimate). Names are imported on first use (PEP 562): the CLI's start-up imports no torch through them."""
+from stabkit.lazy import lazy_getattr
+
+_EXPORTS = {"run_atlas": "stabkit.atlas.runner", "atlas_page": "stabkit.atlas.runner",
+            "SUITES": "stabkit.atlas.suites", "get_suite": "stabkit.atlas.suites",
+            "cell_table": "stabkit.atlas.cells", "read_jobs": "stabkit.atlas.cells",
+            "write_page": "stabkit.atlas.page", "sweep_page": "stabkit.atlas.sweeppage"}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr(globals(), _EXPORTS)

@@ -1,0 +1,220 @@
+"""Cell statistics: one row per (task, perturbation, setting) of a sweep, pooled over its seeds and pairs.
+
+A *cell* of the atlas is an algorithm on a task under a perturbation; for any sweep it is a setting (the
+non-seed swept values) on a task under a perturbation. Its replicate units are the pairs of all its jobs
+(seeds x pairs, independent draws). Per cell:
+
+* ``D_T`` (mean ‖x_T − x′_T‖) with its 95% t-interval half-width (``D_T.hw``, and ``D_T.rel_hw`` = hw/mean);
+* the growth law best by BIC fitted to the pooled curves, its rate (linear slope, power exponent,
+  saturating ρ, exponential r), and ``D_T/D_T/2``: how much the discrepancy still grows over the second
+  half of the run (2 = linear, 1 = levelled off);
+* the generalisation gaps at T, ± 95% half-widths: ``gap`` = test − train loss and ``client_gap`` =
+  R_u − R_e (both trajectories averaged per pair);
+* test accuracy (classification) and test loss at T;
+* the tightest *valid* bound on D_T (``stabkit bounds``' registered bounds whose conditions hold) ÷ the
+  measured D_T, named, or "no valid bound";
+* ``status``: ``ok``, ``no learning`` (below the task's floor, see :mod:`stabkit.atlas.suites`),
+  ``diverged at round t`` (kept, never dropped) or ``failed``; ``rank`` by D_T among the ``ok`` cells of
+  its table (1 = most stable).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from stabkit.analysis.fits import TooFewPoints, fit_growth
+from stabkit.analysis.run_analysis import analyze
+from stabkit.errors import ConfigError
+from stabkit.store.runstore import load_run
+from stabkit.sweep.manifest import read_manifest
+
+REPLICATE = "seed"
+DEFAULT_FLOOR = (None, 0.9)  # (test-accuracy floor, final/initial train-loss ceiling) of a sweep outside a suite
+TABLE_KEYS = ("task", "perturb")  # one table per task and perturbation
+RATE = {"linear": ("c", "slope"), "power": ("p", "exponent"), "saturating": ("rho", "rate ρ"),
+        "exponential": ("r", "rate r")}
+
+
+@dataclass
+class JobResult:
+    """What the atlas reads from one job's run directory."""
+
+    id: str
+    params: dict
+    config: dict
+    path: Path
+    state: str
+    error: str | None = None
+    diverged_round: int | None = None
+    curves: np.ndarray | None = None           # [pairs, T + 1] discrepancy
+    final: dict = field(default_factory=dict)  # column -> [pairs] at the last round (both trajectories averaged)
+    initial_train_loss: float = float("nan")
+    G: float = float("nan")
+    bounds: list = field(default_factory=list)  # valid bounds on D_T: (name, tightness at T)
+
+
+def read_jobs(root) -> list:
+    """Every job of the sweep directory ``root``, with its metrics where it has any."""
+    root = Path(root)
+    man = read_manifest(root)
+    return [_read_job(root, job_id, rec) for job_id, rec in man["jobs"].items()]
+
+
+def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
+    path = root / "jobs" / job_id
+    config = dict(man_config(root, job_id) or {})
+    job = JobResult(job_id, dict(rec["params"]), config, path, rec["state"], rec.get("error"))
+    if not (path / "metrics.csv").is_file():
+        return job
+    df = load_run(path)
+    job.config = df.attrs.get("config", config)
+    summary = df.attrs.get("summary") or {}
+    job.diverged_round = summary.get("diverged_round")
+    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
+    last = int(finite.index[finite.to_numpy()].max())
+    if job.diverged_round is not None:
+        last = min(last, int(job.diverged_round) - 1)
+    df = df[df["round"] <= last]
+    job.curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
+    end = df[df["round"] == last].sort_values("pair")
+    for col in ("gap", "client_gap", "test_acc", "test_loss", "train_loss"):
+        if f"{col}_a" in end:
+            job.final[col] = ((end[f"{col}_a"] + end[f"{col}_b"]) / 2).to_numpy(dtype=float)
+    start = df[df["round"] == 0]
+    if "train_loss_a" in start:
+        job.initial_train_loss = float(start["train_loss_a"].mean())
+    constants = path / "constants.json"
+    if constants.is_file():
+        job.G = float(json.loads(constants.read_text()).get("G") or np.nan)
+    if last >= 1:
+        try:
+            rows = analyze(path, bootstrap=0).bound_rows()
+        except ConfigError:
+            rows = []
+        job.bounds = [(r["bound"], r["tightness_T"]) for r in rows
+                      if r["valid"] and r["quantity"] == "disc" and np.isfinite(r["tightness_T"])]
+    return job
+
+
+def man_config(root: Path, job_id: str):
+    """A job's config as the manifest's spec would build it (for jobs without a run directory)."""
+    path = root / "jobs" / job_id / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def mean_ci(x) -> tuple:
+    """(mean, 95% t-interval half-width, n) of the finite values of ``x``."""
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return float("nan"), float("nan"), 0
+    if len(x) == 1:
+        return float(x[0]), float("nan"), 1
+    hw = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return float(x.mean()), float(hw), len(x)
+
+
+def cell_key(job: JobResult, row_axes: list) -> tuple:
+    task = job.params.get("task", job.config.get("task"))
+    perturb = job.params.get("perturb", job.config.get("perturb"))
+    return (task, perturb, tuple((a, job.params.get(a)) for a in row_axes))
+
+
+def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
+    """One row per cell (see the module docstring). ``learn_floor(task) -> (acc_floor, loss_ratio_ceiling)``
+    gives the learning floor of a task (default :data:`DEFAULT_FLOOR`: the final training loss must be at
+    most 0.9 x the initial one)."""
+    axes = list(dict.fromkeys(a for j in jobs for a in j.params if a not in (REPLICATE, *TABLE_KEYS)))
+    groups: dict = {}
+    for job in jobs:
+        groups.setdefault(cell_key(job, axes), []).append(job)
+    rows = [_cell_row(key, members, learn_floor) for key, members in groups.items()]
+    df = pd.DataFrame(rows)
+    df["rank"] = np.nan
+    for _, idx in df.groupby(["task", "perturb"]).groups.items():
+        ok = df.loc[idx][df.loc[idx, "status"] == "ok"]
+        df.loc[ok.index, "rank"] = ok["D_T"].rank(method="min")
+    return _label_rows(df, axes)
+
+
+def _label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
+    """``name``: the values that tell a table's rows apart (the algorithm's title alone in the atlas)."""
+    from stabkit.atlas.names import setting_name
+
+    names = []
+    for _, row in df.iterrows():
+        table = df[(df["task"] == row["task"]) & (df["perturb"] == row["perturb"])]
+        varying = [a for a in axes if a != "algo" and table[f"param.{a}"].astype(str).nunique() > 1]
+        names.append(setting_name({"algo": row["algo"], **{a: row[f"param.{a}"] for a in varying}}))
+    return df.assign(name=names)
+
+
+def _cell_row(key, members: list, learn_floor) -> dict:
+    task, perturb, setting = key
+    row = {"task": task, "perturb": perturb, **{f"param.{a}": v for a, v in setting},
+           "algo": members[0].config.get("algo"), "jobs": [j.id for j in members], "seeds": len(members)}
+    with_metrics = [j for j in members if j.curves is not None]
+    diverged = [j.diverged_round for j in members if j.diverged_round is not None]
+    failed = [j for j in members if j.curves is None]
+    if failed:
+        row["status"] = f"failed: {failed[0].error or failed[0].state}"
+    elif diverged:
+        row["status"] = f"diverged at round {min(diverged)}"
+        row["diverged_round"] = min(diverged)
+    if not with_metrics:
+        return row
+    T = min(j.curves.shape[1] for j in with_metrics) - 1
+    curves = np.concatenate([j.curves[:, :T + 1] for j in with_metrics])
+    row["T"], row["units"], row["curve"] = T, curves.shape[0], curves.mean(0)
+    row["D_T"], row["D_T.hw"], _ = mean_ci(curves[:, -1])
+    row["D_T.rel_hw"] = row["D_T.hw"] / row["D_T"] if row["D_T"] > 0 else float("nan")
+    half = curves[:, T // 2].mean()
+    row["D_T/D_T/2"] = float(curves[:, -1].mean() / half) if T >= 2 and half > 0 else float("nan")
+    row.update(_growth(curves))
+    for col in ("gap", "client_gap", "test_acc", "test_loss", "train_loss"):
+        values = np.concatenate([j.final[col] for j in with_metrics if col in j.final] or [np.zeros(0)])
+        row[col], row[f"{col}.hw"], _ = mean_ci(values)
+    row["initial_train_loss"] = float(np.nanmean([j.initial_train_loss for j in with_metrics]))
+    row["G"] = float(np.nanmax([j.G for j in with_metrics])) if any(np.isfinite(j.G) for j in with_metrics) else np.nan
+    row.update(_tightest(with_metrics))
+    row.setdefault("status", _learning_status(row, learn_floor))
+    return row
+
+
+def _growth(curves: np.ndarray) -> dict:
+    try:
+        fit = fit_growth(np.arange(curves.shape[1]), curves, bootstrap=0)
+    except TooFewPoints:
+        return {"law": None, "rate": float("nan"), "rate_name": ""}
+    name, what = RATE[fit.best]
+    return {"law": fit.best, "rate": float(fit.fits[fit.best].params[name]), "rate_name": what}
+
+
+def _tightest(jobs: list) -> dict:
+    """The valid bound with the smallest median (over seeds) bound/measured at T, or none."""
+    by_name: dict = {}
+    for j in jobs:
+        for name, t in j.bounds:
+            by_name.setdefault(name, []).append(t)
+    if not by_name:
+        return {"bound": "no valid bound", "bound/measured": float("nan")}
+    name = min(by_name, key=lambda n: np.median(by_name[n]))
+    return {"bound": name, "bound/measured": float(np.median(by_name[name]))}
+
+
+def _learning_status(row: dict, learn_floor) -> str:
+    """``ok`` or why the cell's model does not learn: a test accuracy below the floor where one is set
+    (classification), else a final training loss above ``ratio`` x the initial one (or not finite)."""
+    acc_floor, ratio = learn_floor(row["task"]) if learn_floor else DEFAULT_FLOOR
+    acc = row.get("test_acc", np.nan)
+    if acc_floor is not None and np.isfinite(acc):
+        return "ok" if acc >= acc_floor else f"no learning (test acc {acc:.3f} < {acc_floor:g})"
+    start, end = row.get("initial_train_loss", np.nan), row.get("train_loss", np.nan)
+    if not np.isfinite(end) or (np.isfinite(start) and end > ratio * start):
+        return f"no learning (train loss {end:.3g} > {ratio:g} x initial {start:.3g})"
+    return "ok"

@@ -1,0 +1,111 @@
+"""The atlas figures: discrepancy curves as small multiples (one panel per task x perturbation, one line
+per algorithm, named by its title, up to 25 distinct colour/style pairs), the stability-accuracy frontier
+per panel, and the gap-vs-discrepancy scatter over all cells."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from stabkit.analysis.plots import STYLE, _save, line_styles  # noqa: E402
+from stabkit.atlas.link import pareto_front, quality  # noqa: E402
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def _panels(cells: pd.DataFrame) -> list:
+    return list(cells.groupby(["task", "perturb"], sort=False))
+
+
+def _grid(n_panels: int, ncols: int, size=(4.2, 3.3)):
+    ncols = min(ncols, n_panels)
+    nrows = -(-n_panels // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
+    """Mean D_t per cell, one panel per table; a line per setting with a style shared by all panels."""
+    sns.set_theme(**STYLE)
+    names = list(dict.fromkeys(cells["name"]))
+    styles = dict(zip(names, line_styles(len(names))))
+    panels = _panels(cells)
+    fig, axes = _grid(len(panels), 2)
+    for ax, ((task, perturb), g) in zip(axes, panels):
+        finals = [c[-1] for c in g["curve"] if isinstance(c, np.ndarray) and np.isfinite(c[-1]) and c[-1] > 0]
+        log = len(finals) > 1 and max(finals) / min(finals) > 30
+        for _, row in g.iterrows():
+            c = row["curve"]
+            if not isinstance(c, np.ndarray):
+                continue
+            t = np.arange(len(c))
+            ax.plot(t[1:] if log else t, c[1:] if log else c, lw=1.4, **styles[row["name"]],
+                    alpha=1.0 if row["status"] == "ok" else 0.45)
+        ax.set(title=f"{titles.get(task, task)}\n{perturb} perturbation", xlabel="round t",
+               ylabel=r"$\|x_t - x'_t\|$", yscale="log" if log else "linear")
+    handles = [plt.Line2D([], [], lw=1.6, **styles[n]) for n in names]
+    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
+               title="faded: no learning / diverged", title_fontsize=7)
+    fig.tight_layout()
+    return _png(_save(fig, out, "curves"))
+
+
+def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
+    """Per table: D_T (± 95% CI) against test accuracy (or test loss); the Pareto front joined; every
+    point named (log D_T axis where the cells span more than 30x)."""
+    sns.set_theme(**STYLE)
+    front = pareto_front(cells)
+    q = quality(cells)
+    panels = _panels(cells)
+    fig, axes = _grid(len(panels), 2, size=(4.6, 3.6))
+    for ax, ((task, perturb), g) in zip(axes, panels):
+        ok = g[g["status"] == "ok"]
+        regression = ok["test_acc"].isna().all() if "test_acc" in ok else True
+        y = -q[ok.index] if regression else q[ok.index]
+        ax.errorbar(ok["D_T"], y, xerr=ok["D_T.hw"].fillna(0), fmt="o", ms=4, color="0.55", capsize=2, lw=0.8)
+        on = ok[front[ok.index]].sort_values("D_T")
+        ax.plot(on["D_T"], y[on.index], "-o", color="C3", ms=6, lw=1.5, label="Pareto front")
+        for _, row in ok.iterrows():  # every point named; the front's names dark, the others grey
+            front_row = bool(front[row.name])
+            ax.annotate(row["name"], (row["D_T"], y[row.name]), fontsize=7 if front_row else 5.5,
+                        color="0.1" if front_row else "0.5", xytext=(3, 3), textcoords="offset points")
+        if len(ok) > 1 and ok["D_T"].min() > 0 and ok["D_T"].max() / ok["D_T"].min() > 30:
+            ax.set_xscale("log")
+        left = len(g) - len(ok)
+        ax.set(title=f"{titles.get(task, task)}, {perturb}" + (f"\n({left} cells not ranked)" if left else ""),
+               xlabel=r"$D_T$ (± 95% CI)", ylabel="test loss (lower is better)" if regression else "test accuracy")
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return _png(_save(fig, out, "frontier"))
+
+
+def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -> Path:
+    """Gap (test − train loss, ± 95% CI) against D_T over all ranked cells: colour = task, marker =
+    perturbation; the Spearman ρ with its bootstrap interval in the title."""
+    sns.set_theme(**STYLE)
+    ok = cells[cells["status"] == "ok"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    tasks, perturbs = list(dict.fromkeys(ok["task"])), list(dict.fromkeys(ok["perturb"]))
+    palette = sns.color_palette("colorblind", max(len(tasks), 1))
+    for (task, perturb), g in ok.groupby(["task", "perturb"], sort=False):
+        ax.errorbar(g["D_T"], g["gap"], xerr=g["D_T.hw"].fillna(0), yerr=g["gap.hw"].fillna(0), ls="none",
+                    marker=MARKERS[perturbs.index(perturb) % len(MARKERS)], ms=5, capsize=2, lw=0.7,
+                    color=palette[tasks.index(task)], label=f"{titles.get(task, task)}, {perturb}")
+    ax.set_xscale("log")
+    ax.set(xlabel=r"$D_T = E\|x_T - x'_T\|$ (± 95% CI)", ylabel="test − train loss (± 95% CI)",
+           title=f"Spearman ρ = {corr['rho']:.2f} [{corr['lo']:.2f}, {corr['hi']:.2f}] over {corr['n']} cells")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return _png(_save(fig, out, "gap_vs_discrepancy"))
+
+
+def _png(paths: list) -> Path:
+    plt.close("all")
+    return next(p for p in paths if p.suffix == ".png")

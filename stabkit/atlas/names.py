@@ -1,0 +1,30 @@
+"""Readable names for legends and tables: an algorithm's title (``FedAvg``, not ``algo=fedavg``), other
+swept values as ``name value``."""
+from __future__ import annotations
+
+import math
+
+
+def algo_title(algo) -> str:
+    """The algorithm's ``title`` (its paper's name); a plug-in or unknown name as given."""
+    from stabkit.algorithms import algorithm_class
+    from stabkit.errors import ConfigError
+
+    try:
+        cls = algorithm_class(str(algo))
+    except ConfigError:
+        return str(algo)
+    return getattr(cls, "title", None) or getattr(cls, "name", str(algo))
+
+
+def _value(v) -> str:
+    if v is None or isinstance(v, float) and math.isnan(v):
+        return "default"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def setting_name(values: dict) -> str:
+    """``FedAvg, lr 0.1``: the algorithm by its title first, then the other values; "all" if none vary."""
+    parts = [algo_title(values["algo"])] if "algo" in values else []
+    parts += [f"{k.removeprefix('hp.')} {_value(v)}" for k, v in values.items() if k != "algo"]
+    return ", ".join(parts) or "all"

@@ -1,0 +1,132 @@
+"""``run_atlas``: a suite over a set of algorithms as one resumable sweep, then its page.
+
+Everything that can be wrong with the request is checked before anything runs or is written: the suite
+name, every algorithm (a plug-in is imported: one that fails is one line), every job's config, the data
+of every task, and ``out`` (an existing directory must be empty or hold an atlas). The sweep lives in
+``out/sweep`` (``stabkit sweep``'s layout: re-running the same command skips finished jobs); the page,
+tables and figures are written to ``out``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from stabkit.atlas.cells import cell_table, read_jobs
+from stabkit.atlas.page import write_page
+from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
+from stabkit.errors import ConfigError, require
+from stabkit.store.atomic import atomic_write_json
+
+ATLAS_FILE = "atlas.json"
+SWEEP = "sweep"
+
+
+def resolve_algos(text: Optional[str]) -> list:
+    """The algorithms named (comma-separated built-in names, entry points or import paths), each resolved;
+    default: every built-in algorithm and every installed plug-in."""
+    from stabkit.algorithms import algorithm_class, available_algorithms
+
+    if text is None:
+        return list(available_algorithms())
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    require(bool(names), "algos", text, "a comma-separated list of algorithm names or import paths")
+    require(len(set(names)) == len(names), "algos", text, "each algorithm once")
+    for name in names:
+        algorithm_class(name)
+    return names
+
+
+def check_out(out: Path, suite: Suite) -> None:
+    """``out`` must not exist, be empty, or hold an atlas of the same suite (then it is resumed)."""
+    if not out.exists():
+        return
+    require(out.is_dir(), "out", str(out), "a directory (it is a file)")
+    meta = out / ATLAS_FILE
+    if meta.is_file():
+        try:
+            held = json.loads(meta.read_text()).get("suite")
+        except ValueError:
+            held = None
+        require(held == suite.name, "out", str(out), f"a new directory: it holds the atlas of suite {held!r}, "
+                f"not {suite.name!r}")
+        return
+    if any(out.iterdir()):
+        raise ConfigError(f"invalid out={str(out)!r}: it holds something else (no {ATLAS_FILE}); give a new or "
+                          f"empty directory")
+
+
+def _check_same_sweep(out: Path, spec) -> None:
+    """An existing atlas is resumed only with the same jobs (the same algorithms and suite)."""
+    path = out / SWEEP / "manifest.json"
+    try:
+        held = json.loads(path.read_text()).get("spec_hash") if path.is_file() else spec.hash
+    except ValueError:  # a damaged manifest: the sweep rebuilds it from the job directories
+        return
+    require(held == spec.hash, "out", str(out), "a new directory: it holds an atlas of other algorithms or "
+            "settings (re-run with the same --suite and --algos to resume it)")
+
+
+def run_atlas(suite_name: str, algos: Optional[str], out, executor, workers: int = 1,
+              data_dir: Optional[str] = None, command: str = "", dry_run: bool = False,
+              echo: Callable = print, progress: Optional[Callable] = None, project: bool = True,
+              seeds: Optional[int] = None, pairs: Optional[int] = None) -> dict:
+    """Validate, print the projected time, run the sweep into ``out/sweep`` and write the page to ``out``.
+    ``seeds``/``pairs``: run the suite at another scale (:func:`stabkit.atlas.suites.scaled`)."""
+    from stabkit.sweep import parse_spec, run_sweep
+    from stabkit.sweep.runner import check_job_data
+
+    suite = scaled(get_suite(suite_name), seeds, pairs)
+    names = resolve_algos(algos)
+    out = Path(out)
+    check_out(out, suite)
+    if suite.needs_data:
+        require(data_dir is not None, "data_dir", data_dir, f"the folder with the data files of suite {suite.name!r} "
+                "(--data-dir DIR; see the README's Data sets)")
+    spec = parse_spec(suite_spec_dict(suite, names, data_dir), source=f"suite {suite.name}")
+    jobs = spec.jobs()
+    _check_same_sweep(out, spec)
+    if getattr(executor, "shares_files", True):
+        check_job_data(jobs)
+    if project or dry_run:
+        from stabkit.atlas.estimate import projected_seconds
+
+        est = projected_seconds(jobs, workers)
+        echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
+             f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
+             f"on {workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
+    if dry_run:
+        return {"jobs": len(jobs)}
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": command,
+            "seeds": seeds, "pairs": pairs}
+    atomic_write_json(out / ATLAS_FILE, meta)
+    start = time.perf_counter()
+    manifest = run_sweep(spec, out / SWEEP, executor, progress=progress)
+    meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
+    meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for r in manifest.jobs.values()), 1)
+    atomic_write_json(out / ATLAS_FILE, meta)
+    return {**atlas_page(out), "counts": manifest.counts()}
+
+
+def atlas_page(out) -> dict:
+    """(Re)build the atlas page of ``out`` from its sweep directory."""
+    from stabkit.atlas.suites import POLICY
+
+    out = Path(out)
+    meta = json.loads((out / ATLAS_FILE).read_text())
+    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
+    floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
+    cells = cell_table(read_jobs(out / SWEEP), learn_floor=lambda task: floors.get(task, (None, 0.9)))
+    tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
+    cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
+        {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)
+    titles = {t.name: t.title for t in suite.tasks}
+    extra = {"suite": suite.name}
+    if meta.get("sweep_wall_s") is not None:
+        extra["suite time (this invocation; wall)"] = f"{meta['sweep_wall_s']:.0f} s"
+        extra["job time (sum over jobs, one thread each)"] = f"{meta['job_wall_s']:.0f} s"
+    return write_page(cells, out / SWEEP, out, title=f"stabkit stability atlas — suite {suite.name}",
+                      description=suite.description, command=meta.get("command", ""), policy=POLICY,
+                      titles=titles, extra_machine=extra)

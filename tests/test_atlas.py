@@ -1,0 +1,212 @@
+"""``stabkit atlas`` at CI size (the ``ci`` suite: 3 tasks x 2 perturbations, 16 rounds, FedAvg, SCAFFOLD and
+FedAdam, one seed): the page and its tables, the claims that hold with margin at this size, the learning
+floor, resuming, bad input, ``stabkit report --html``; the page in headless Chromium
+(tests/test_atlas_browser.py)."""
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import cli
+from stabkit.atlas.cells import mean_ci
+from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
+from stabkit.atlas.suites import SUITES, suite_spec_dict
+
+ALGOS = "fedavg,scaffold,fedadam"
+CI_ARGS = ["--suite", "ci", "--algos", ALGOS, "--seeds", "1", "--pairs", "8", "--no-projection"]
+
+
+@pytest.fixture(scope="module")
+def atlas_dir(tmp_path_factory):
+    """The CI-sized atlas, built once for the module (18 jobs)."""
+    from stabkit_cli.main import main
+
+    out = tmp_path_factory.mktemp("atlas") / "atlas"
+    main(["atlas", *CI_ARGS, "--out", str(out), "--quiet"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def cells(atlas_dir):
+    return pd.read_csv(atlas_dir / "cells.csv")
+
+
+def cell(cells, task, perturb, algo):
+    row = cells[(cells["task"] == task) & (cells["perturb"] == perturb) & (cells["algo"] == algo)]
+    assert len(row) == 1
+    return row.iloc[0]
+
+
+def test_page_tables_and_figures_are_written(atlas_dir, cells):
+    html = (atlas_dir / "index.html").read_text()
+    assert len(cells) == 3 * 3 * 2  # algorithms x tasks x perturbations
+    assert html.count('<table class="sortable"') == 6
+    assert html.count("data:image/png;base64,") == 3  # curves, frontier, gap scatter: inline
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from the network
+    names = re.findall(r'<td class="l name" data-v="([^"]*)"', html)  # titles, not algo=...
+    assert len(names) == 18 and set(names) == {"FedAvg", "SCAFFOLD", "FedAdam"}
+    md = (atlas_dir / "cells.md").read_text()
+    assert md.count("| rank |") == 6 and "D_T ± 95% CI" in md
+    link = json.loads((atlas_dir / "link.json").read_text())
+    assert {"all", "client_gap", "theorem"} <= set(link)
+    for name in ("curves", "frontier", "gap_vs_discrepancy"):
+        assert (atlas_dir / "figures" / f"{name}.png").stat().st_size > 10_000
+    # every cell links to its run directory and gives the command that reproduces it
+    for job in cells["jobs"]:
+        assert (atlas_dir / "sweep" / "jobs" / job / "config.json").is_file()
+        assert f"--config sweep/jobs/{job}/config.json" in html
+
+
+def test_fedadam_does_not_learn_on_digits_and_is_not_ranked(cells):
+    """FedAdam at η = 1 does not train the digits MLP (test accuracy at chance): flagged, kept, not ranked,
+    never called the least stable; the others learn and are ranked 1..n by D_T."""
+    adam = cell(cells, "digits", "client", "fedadam")
+    assert adam["status"].startswith("no learning") and np.isnan(adam["rank"])
+    assert adam["test_acc"] < 0.15 and adam["D_T"] > 20 * cell(cells, "digits", "client", "fedavg")["D_T"]
+    for (task, perturb), g in cells.groupby(["task", "perturb"]):
+        ok = g[g["status"] == "ok"]
+        assert sorted(ok["rank"]) == list(range(1, len(ok) + 1))
+        assert ok.sort_values("rank")["D_T"].is_monotonic_increasing
+        assert g[g["status"] != "ok"]["rank"].isna().all()
+
+
+def test_claims_that_hold_with_margin_at_ci_size(cells):
+    """Orderings whose 95% intervals are apart at this size (one seed, 8 pairs, 16 rounds)."""
+    # client perturbation moves the model far more than replacing one sample: every task and algorithm
+    for task in ("digits", "synthetic", "quadratic"):
+        for algo in ("fedavg", "scaffold"):
+            client, sample = cell(cells, task, "client", algo), cell(cells, task, "sample", algo)
+            assert client["D_T"] - client["D_T.hw"] > 3 * (sample["D_T"] + sample["D_T.hw"])
+    # client perturbation: SCAFFOLD more stable than FedAvg on digits, less stable on Synthetic(1,1)
+    for task, first, second in (("digits", "scaffold", "fedavg"), ("synthetic", "fedavg", "scaffold")):
+        a, b = cell(cells, task, "client", first), cell(cells, task, "client", second)
+        assert a["D_T"] + a["D_T.hw"] < b["D_T"] - b["D_T.hw"]
+    # client-perturbation intervals are tight at 8 pairs: within ±10% of the mean on the classification tasks
+    for task in ("digits", "synthetic"):
+        assert cell(cells, task, "client", "fedavg")["D_T.rel_hw"] < 0.10
+
+
+def test_rerunning_resumes_without_rerunning_jobs(atlas_dir, capsys):
+    code, out, err = cli(["atlas", *CI_ARGS, "--out", str(atlas_dir)], capsys)
+    assert code == 0, err
+    assert "18 already finished, 0 to run" in out
+
+
+def test_report_html_gives_any_sweep_the_page(atlas_dir, capsys, tmp_path):
+    code, out, err = cli(["report", str(atlas_dir / "sweep"), "--out", str(tmp_path / "rep"), "--no-plot", "--html"],
+                         capsys)
+    assert code == 0, err
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert html.count('<table class="sortable"') == 6 and "FedAdam" in html
+    assert len(pd.read_csv(tmp_path / "rep" / "cells.csv")) == 18
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--suite", "nope"], "invalid suite='nope': one of small, ci, paper"),
+    (["--algos", "fedavg,nope"], "invalid algo='nope'"),
+    (["--algos", "no_such_module_xyz:Algo"], "no module named 'no_such_module_xyz'"),
+    (["--suite", "paper"], "invalid data_dir=None"),
+    (["--suite", "paper", "--data-dir", "EMPTY"], "cifar"),
+    (["--seeds", "0"], "invalid seeds=0"),
+])
+def test_bad_input_one_line_exit_2_nothing_started(tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    args = [str(tmp_path / "empty") if a == "EMPTY" else a for a in args]
+    out = tmp_path / "atlas"
+    code, stdout, err = cli(["atlas", *args, "--out", str(out), "--no-projection"], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and stdout == ""
+
+
+def test_out_holding_something_else_is_refused(tmp_path, capsys):
+    out = tmp_path / "atlas"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    code, _, err = cli(["atlas", "--suite", "ci", "--algos", "fedavg", "--out", str(out)], capsys)
+    assert code == 2 and "holds something else" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_suite_spec_shares_settings_per_task_and_varies_only_the_algorithm():
+    spec = suite_spec_dict(SUITES["small"], ["fedavg", "fedsagd"])
+    assert spec["base"]["lr"] == 0.05 and spec["base"]["local_steps"] == 10 and spec["base"]["rounds"] == 100
+    assert spec["product"] == {"seed": [0, 1]}
+    rows = list(zip(*spec["zip"].values()))
+    assert len(rows) == 2 * 3 * 2 and set(spec["zip"]["algo"]) == {"fedavg", "fedsagd"}
+    # the paper suite applies each paper's code reading per algorithm: FedAdam's server lr 0.1
+    paper = suite_spec_dict(SUITES["paper"], ["fedavg", "fedadam"], data_dir="/data")
+    lrs = dict(zip(paper["zip"]["algo"], paper["zip"]["global_lr"]))
+    assert lrs["fedadam"] == 0.1 and lrs["fedavg"] is None
+
+
+def test_cell_statistics_frontier_correlation_and_theorem_check():
+    mean, hw, n = mean_ci([1.0, 2.0, 3.0, 4.0])
+    assert (mean, n) == (2.5, 4) and hw == pytest.approx(3.182446 * np.std([1, 2, 3, 4], ddof=1) / 2, rel=1e-5)
+    cells = pd.DataFrame({"task": ["t"] * 4, "perturb": ["client"] * 4, "status": ["ok", "ok", "ok", "no learning"],
+                          "D_T": [1.0, 2.0, 3.0, 0.1], "test_acc": [0.8, 0.9, 0.85, 0.1],
+                          "gap": [0.1, 0.2, 0.3, 0.0], "G": [1.0, 0.05, 1.0, 1.0]})
+    assert list(pareto_front(cells)) == [True, True, False, False]  # 3 is beaten by 2; 4 does not learn
+    corr = rank_correlation(cells)
+    assert corr["n"] == 3 and corr["rho"] == pytest.approx(1.0)
+    check = stability_check(cells)
+    assert (check["n"], check["m"]) == (2, 3) and list(check["holds"]) == [True, False, True]
+
+
+def _browser():
+    """Paths of Debian's Chromium and its driver, or a skip saying what is missing (``.ci/run`` installs both)."""
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not browser or not driver:
+        pytest.skip("headless Chromium is not installed here (Debian packages chromium and chromium-driver; "
+                    ".ci/run installs them when it runs as root with the Debian archive reachable)")
+    return browser, driver
+
+
+def test_page_in_headless_chromium(atlas_dir, cells):
+    """The page loads in a real browser without console errors, has one row per algorithm in every table,
+    sorting a column reorders the rows; the screenshot is saved beside the page (atlas/screenshot.png)."""
+    browser, driver_path = _browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1500,1800"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get((atlas_dir / "index.html").as_uri())
+        assert driver.title.startswith("stabkit stability atlas")
+        tables = driver.find_elements(By.CSS_SELECTOR, "table.sortable")
+        assert len(tables) == 6
+        for table in tables:  # one row per algorithm
+            names = [td.text for td in table.find_elements(By.CSS_SELECTOR, "tbody td.name")]
+            assert sorted(names) == ["FedAdam", "FedAvg", "SCAFFOLD"]
+        table = driver.find_element(By.ID, "table-synthetic-client")
+
+        def order():
+            return [td.text for td in table.find_elements(By.CSS_SELECTOR, "tbody td.name")]
+
+        title = {"fedavg": "FedAvg", "scaffold": "SCAFFOLD", "fedadam": "FedAdam"}
+        by_disc = [title[a] for a in cells[(cells["task"] == "synthetic") & (cells["perturb"] == "client")]
+                   .sort_values("D_T")["algo"]]
+        header = table.find_elements(By.CSS_SELECTOR, "thead th")
+        assert header[3].text.startswith("D_T")
+        header[3].click()
+        assert order() == by_disc
+        header[3].click()
+        assert order() == by_disc[::-1]
+        header[1].click()  # the algorithm column: alphabetical
+        assert order() == sorted(by_disc)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        shot = atlas_dir / "screenshot.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
+    finally:
+        driver.quit()
