@@ -26,6 +26,7 @@ LAYERS = [
     ("stabkit.flatness",),
     ("stabkit.run",),
     ("stabkit.sweep", "stabkit.testing", "stabkit.fixtures"),
+    ("stabkit.atlas",),  # suites of sweeps and their page
     ("stabkit_cli",),
 ]
 
