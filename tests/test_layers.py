@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("stabkit", "stabkit.lazy", "stabkit.errors"),  # the package root: version and lazy exports only
     ("stabkit.plugins",),
+    ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure
     ("stabkit.store",),  # file formats of a run directory
     ("stabkit.algorithms",),
     ("stabkit.config",),  # RunConfig, TaskOptions, presets
