@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from stabkit.analysis.plots import STYLE, _save, line_styles  # noqa: E402
-from stabkit.atlas.link import pareto_front, quality  # noqa: E402
+from stabkit.atlas.link import pareto_front, quality
+from stabkit.plotting import STYLE, line_styles, plt, save, sns
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
@@ -55,7 +50,7 @@ def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
     fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
                title="faded: no learning / diverged", title_fontsize=7)
     fig.tight_layout()
-    return _png(_save(fig, out, "curves"))
+    return _png(save(fig, out, "curves"))
 
 
 def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
@@ -84,7 +79,7 @@ def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
                xlabel=r"$D_T$ (± 95% CI)", ylabel="test loss (lower is better)" if regression else "test accuracy")
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return _png(_save(fig, out, "frontier"))
+    return _png(save(fig, out, "frontier"))
 
 
 def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -> Path:
@@ -103,7 +98,7 @@ def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -
     ax.set(xlabel=r"$D_T = E\|x_T - x'_T\|$ (± 95% CI)", ylabel="test − train loss (± 95% CI)",
            title=f"Spearman ρ = {corr['rho']:.2f} [{corr['lo']:.2f}, {corr['hi']:.2f}] over {corr['n']} cells")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _png(_save(fig, out, "gap_vs_discrepancy"))
+    return _png(save(fig, out, "gap_vs_discrepancy"))
 
 
 def _png(paths: list) -> Path:
