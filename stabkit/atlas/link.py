@@ -21,8 +21,9 @@ BOOTSTRAP = 2000
 
 def quality(cells: pd.DataFrame) -> pd.Series:
     """Higher is better: test accuracy where measured, else minus the test loss."""
-    acc = cells["test_acc"] if "test_acc" in cells else pd.Series(np.nan, index=cells.index)
-    return acc.where(acc.notna(), -cells["test_loss"])
+    nan = pd.Series(np.nan, index=cells.index)
+    acc = cells["test_acc"] if "test_acc" in cells else nan
+    return acc.where(acc.notna(), -(cells["test_loss"] if "test_loss" in cells else nan))
 
 
 def pareto_front(cells: pd.DataFrame) -> pd.Series:
