@@ -210,3 +210,20 @@ def test_page_in_headless_chromium(atlas_dir, cells):
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
     finally:
         driver.quit()
+
+
+def test_a_diverged_cell_is_kept_with_its_round(tmp_path, capsys):
+    """``stabkit report --html`` on a sweep where one setting diverges: that row says so, with the round,
+    and is not ranked; the other is ranked."""
+    sweep = tmp_path / "sw"
+    code, _, err = cli(["sweep", "--set", "task=quadratic", "--set", "rounds=6", "--set", "pairs=2", "--set",
+                        "clients=6", "--set", "heldout_clients=2", "--set", "constants=false", "--axis", "lr=0.05,40",
+                        "--out", str(sweep), "--quiet"], capsys)
+    assert code == 1, err  # one job failed: it diverged
+    code, _, err = cli(["report", str(sweep), "--no-plot", "--html"], capsys)
+    assert code == 0, err
+    cells = pd.read_csv(sweep / "report" / "cells.csv").set_index("name")
+    assert list(cells.index) == ["FedAvg, lr 0.05", "FedAvg, lr 40"]
+    assert cells.loc["FedAvg, lr 40", "status"] == "diverged at round 1"
+    assert np.isnan(cells.loc["FedAvg, lr 40", "rank"]) and cells.loc["FedAvg, lr 0.05", "rank"] == 1
+    assert "diverged at round 1" in (sweep / "report" / "index.html").read_text()

@@ -29,6 +29,7 @@ from scipy import stats
 
 from stabkit.analysis.fits import TooFewPoints, fit_growth
 from stabkit.analysis.run_analysis import analyze
+from stabkit.atlas.names import setting_name
 from stabkit.errors import ConfigError
 from stabkit.store.runstore import load_run
 from stabkit.sweep.manifest import read_manifest
@@ -67,12 +68,11 @@ def read_jobs(root) -> list:
 
 def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
     path = root / "jobs" / job_id
-    config = dict(man_config(root, job_id) or {})
-    job = JobResult(job_id, dict(rec["params"]), config, path, rec["state"], rec.get("error"))
+    job = JobResult(job_id, dict(rec["params"]), {}, path, rec["state"], rec.get("error"))
     if not (path / "metrics.csv").is_file():
         return job
     df = load_run(path)
-    job.config = df.attrs.get("config", config)
+    job.config = df.attrs.get("config", {})
     summary = df.attrs.get("summary") or {}
     job.diverged_round = summary.get("diverged_round")
     finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
@@ -99,12 +99,6 @@ def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
         job.bounds = [(r["bound"], r["tightness_T"]) for r in rows
                       if r["valid"] and r["quantity"] == "disc" and np.isfinite(r["tightness_T"])]
     return job
-
-
-def man_config(root: Path, job_id: str):
-    """A job's config as the manifest's spec would build it (for jobs without a run directory)."""
-    path = root / "jobs" / job_id / "config.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def mean_ci(x) -> tuple:
@@ -144,8 +138,6 @@ def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
 
 def _label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
     """``name``: the values that tell a table's rows apart (the algorithm's title alone in the atlas)."""
-    from stabkit.atlas.names import setting_name
-
     names = []
     for _, row in df.iterrows():
         table = df[(df["task"] == row["task"]) & (df["perturb"] == row["perturb"])]
@@ -157,7 +149,7 @@ def _label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
 def _cell_row(key, members: list, learn_floor) -> dict:
     task, perturb, setting = key
     row = {"task": task, "perturb": perturb, **{f"param.{a}": v for a, v in setting},
-           "algo": members[0].config.get("algo"), "jobs": [j.id for j in members], "seeds": len(members)}
+           "algo": members[0].config.get("algo", members[0].params.get("algo")), "jobs": [j.id for j in members], "seeds": len(members)}
     with_metrics = [j for j in members if j.curves is not None]
     diverged = [j.diverged_round for j in members if j.diverged_round is not None]
     failed = [j for j in members if j.curves is None]

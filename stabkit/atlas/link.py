@@ -21,8 +21,9 @@ BOOTSTRAP = 2000
 
 def quality(cells: pd.DataFrame) -> pd.Series:
     """Higher is better: test accuracy where measured, else minus the test loss."""
-    acc = cells["test_acc"] if "test_acc" in cells else pd.Series(np.nan, index=cells.index)
-    return acc.where(acc.notna(), -cells["test_loss"])
+    nan = pd.Series(np.nan, index=cells.index)
+    acc = cells["test_acc"] if "test_acc" in cells else nan
+    return acc.where(acc.notna(), -(cells["test_loss"] if "test_loss" in cells else nan))
 
 
 def pareto_front(cells: pd.DataFrame) -> pd.Series:
@@ -66,11 +67,13 @@ def stability_check(cells: pd.DataFrame) -> dict:
 
 
 def link_summary(cells: pd.DataFrame) -> dict:
-    """Correlations (all cells, per perturbation, per task) and the theorem check, as plain numbers."""
+    """Correlations (all cells, per perturbation, per task, per table) and the theorem check, as plain numbers."""
     out = {"all": rank_correlation(cells), "client_gap": rank_correlation(cells, y="client_gap")}
     for col in ("perturb", "task"):
         for value, g in cells.groupby(col):
             out[f"{col}={value}"] = rank_correlation(g)
+    for (task, perturb), g in cells.groupby(["task", "perturb"], sort=False):  # within a table: no scale effects
+        out[f"{task}/{perturb}"] = rank_correlation(g)
     check = stability_check(cells)
     out["theorem"] = {k: v for k, v in check.items() if k != "holds"}
     return out

@@ -174,6 +174,10 @@ def summary_lines(cells: pd.DataFrame, link: dict) -> list:
         lines.append(f"Spearman rank correlation of D_T with the gap (test − train loss) over the {c['n']} ranked "
                      f"cells: ρ = {c['rho']:.2f}, bootstrap 95% interval [{c['lo']:.2f}, {c['hi']:.2f}], "
                      f"p = {c['p']:.2g}.")
+        within = [f"{key} {v['rho']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" for key, v in link.items()
+                  if "/" in key and v["n"] >= 3]
+        if within:
+            lines.append("Within each table (no differences of scale between tasks): " + "; ".join(within) + ".")
         cg = link["client_gap"]
         lines.append(f"… with R_u − R_e: ρ = {cg['rho']:.2f} [{cg['lo']:.2f}, {cg['hi']:.2f}] ({cg['n']} cells).")
     th = link["theorem"]
