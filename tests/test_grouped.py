@@ -7,6 +7,7 @@ from torch import nn
 
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.grouped import GroupedModel, compile_grouped
+from stabkit.flatness.objective import Objective
 from stabkit.models.lstm import CharLSTM
 from stabkit.models.resnet import ResNet18GN
 
@@ -67,6 +68,7 @@ def test_grouped_hvp_equals_the_dense_hessian():
                                                                                                  dtype=torch.float64)
     v = torch.randn(Q, m.d, dtype=torch.float64)
     got = m.fast.hvp(th, v, x, y, w)
+    assert torch.equal(Objective(m, x, y, w).hvp(th, v), got)  # sharpness measures take this path
     for q in range(Q):
         f = lambda t: (m.per_sample_loss(m.forward(t, x), y) * w[q]).sum()  # noqa: E731
         H = torch.func.hessian(f)(th[q])
