@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+import stabkit.engine.grouped
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.flatness.objective import Objective
@@ -35,8 +36,10 @@ def _outputs(m: FlatModel, th, x, y, w, ws):
     return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
 
 
-@pytest.mark.parametrize("name", ["resnet18_gn", "residual"])
-def test_grouped_model_equals_torch_func_in_float64(name):
+@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm"])
+def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
+    if name == "residual_bmm":  # every convolution (biases included) as im2col + bmm
+        monkeypatch.setattr(stabkit.engine.grouped, "SMALL_MAP", 10 ** 9)
     torch.manual_seed(0)
     if name == "resnet18_gn":
         module, shape = ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)

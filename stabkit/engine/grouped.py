@@ -78,11 +78,12 @@ def _conv_bmm(m: nn.Conv2d, params, h, P):
     B, (Ho, Wo) = h.shape[0], _out_size(m, h)
     O, taps = m.out_channels, m.weight[0].numel()
     cols = F.unfold(h, m.kernel_size, m.dilation, m.padding, m.stride)  # [B, P*C*k*k, L]
-    cols = cols.view(B, P, taps, Ho * Wo).permute(1, 0, 3, 2).reshape(P, B * Ho * Wo, taps)
-    y = torch.bmm(cols, params[0].view(P, O, taps).transpose(1, 2))  # [P, B*L, O]
+    cols = cols.view(B, P, taps, Ho * Wo).permute(1, 2, 0, 3).reshape(P, taps, B * Ho * Wo)
+    # weights [P, O, taps] read in place (batch stride d) and their gradient made in that layout: no copies
+    y = torch.bmm(params[0].view(P, O, taps), cols)  # [P, O, B*L]
     if m.bias is not None:
-        y = y + params[1][:, None]
-    return y.view(P, B, Ho * Wo, O).permute(1, 0, 3, 2).reshape(B, P * O, Ho, Wo)
+        y = y + params[1][:, :, None]
+    return y.view(P, O, B, Ho * Wo).permute(2, 0, 1, 3).reshape(B, P * O, Ho, Wo)
 
 
 def _group_norm(m: nn.GroupNorm, params, h, form, P):
