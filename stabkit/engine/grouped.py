@@ -145,7 +145,8 @@ def _module_rule(m: nn.Module):
 
 
 class _Tracer(torch.fx.Tracer):
-    """Stops at every module with a grouped rule (GroupNorm subclasses included) and at nothing else."""
+    """Stops at every module with a grouped rule (GroupNorm subclasses included) and, as torch.fx does, at
+    torch's own modules (one without a rule, e.g. ``nn.LSTM``, makes the model unsupported)."""
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return _module_rule(m) is not None or super().is_leaf_module(m, qualname)
