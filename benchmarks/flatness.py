@@ -55,9 +55,9 @@ def spectrum_case(name: str, run: PairedRun, probes: int = 100, baseline_probes:
     base = {}
     with threads_for(obj.flops):
         if baseline_probes:
-            grouped, run.model._grouped = run.model.grouped(), None  # the torch.func HVP
+            fast_path, run.model.fast = run.model.fast, None  # the torch.func HVP (and gradients)
             slow, t_slow, slow_tr, t_slow_tr = _timed_spectrum(obj, theta, baseline_probes)
-            run.model._grouped = grouped
+            run.model.fast = fast_path
             base = {"baseline_lambda_max": float(slow.top[0, 0]), "baseline_lanczos_s": t_slow,
                     "baseline_lanczos_iterations": int(slow.iterations[0]), "baseline_trace_probes": baseline_probes,
                     "baseline_trace_s_scaled": t_slow_tr * probes / baseline_probes}

@@ -5,8 +5,10 @@ import pytest
 import torch
 from torch import nn
 
+import stabkit.engine.grouped
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.grouped import GroupedModel, compile_grouped
+from stabkit.flatness.objective import Objective
 from stabkit.models.lstm import CharLSTM
 from stabkit.models.resnet import ResNet18GN
 
@@ -34,8 +36,10 @@ def _outputs(m: FlatModel, th, x, y, w, ws):
     return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
 
 
-@pytest.mark.parametrize("name", ["resnet18_gn", "residual"])
-def test_grouped_model_equals_torch_func_in_float64(name):
+@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm"])
+def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
+    if name == "residual_bmm":  # every convolution (biases included) as im2col + bmm
+        monkeypatch.setattr(stabkit.engine.grouped, "SMALL_MAP", 10 ** 9)
     torch.manual_seed(0)
     if name == "resnet18_gn":
         module, shape = ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)
@@ -67,6 +71,7 @@ def test_grouped_hvp_equals_the_dense_hessian():
                                                                                                  dtype=torch.float64)
     v = torch.randn(Q, m.d, dtype=torch.float64)
     got = m.fast.hvp(th, v, x, y, w)
+    assert torch.equal(Objective(m, x, y, w).hvp(th, v), got)  # sharpness measures take this path
     for q in range(Q):
         f = lambda t: (m.per_sample_loss(m.forward(t, x), y) * w[q]).sum()  # noqa: E731
         H = torch.func.hessian(f)(th[q])

@@ -78,11 +78,12 @@ def _conv_bmm(m: nn.Conv2d, params, h, P):
     B, (Ho, Wo) = h.shape[0], _out_size(m, h)
     O, taps = m.out_channels, m.weight[0].numel()
     cols = F.unfold(h, m.kernel_size, m.dilation, m.padding, m.stride)  # [B, P*C*k*k, L]
-    cols = cols.view(B, P, taps, Ho * Wo).permute(1, 0, 3, 2).reshape(P, B * Ho * Wo, taps)
-    y = torch.bmm(cols, params[0].view(P, O, taps).transpose(1, 2))  # [P, B*L, O]
+    cols = cols.view(B, P, taps, Ho * Wo).permute(1, 2, 0, 3).reshape(P, taps, B * Ho * Wo)
+    # weights [P, O, taps] read in place (batch stride d) and their gradient made in that layout: no copies
+    y = torch.bmm(params[0].view(P, O, taps), cols)  # [P, O, B*L]
     if m.bias is not None:
-        y = y + params[1][:, None]
-    return y.view(P, B, Ho * Wo, O).permute(1, 0, 3, 2).reshape(B, P * O, Ho, Wo)
+        y = y + params[1][:, :, None]
+    return y.view(P, O, B, Ho * Wo).permute(2, 0, 1, 3).reshape(B, P * O, Ho, Wo)
 
 
 def _group_norm(m: nn.GroupNorm, params, h, form, P):
@@ -144,7 +145,8 @@ def _module_rule(m: nn.Module):
 
 
 class _Tracer(torch.fx.Tracer):
-    """Stops at every module with a grouped rule (GroupNorm subclasses included) and at nothing else."""
+    """Stops at every module with a grouped rule (GroupNorm subclasses included) and, as torch.fx does, at
+    torch's own modules (one without a rule, e.g. ``nn.LSTM``, makes the model unsupported)."""
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return _module_rule(m) is not None or super().is_leaf_module(m, qualname)

@@ -53,9 +53,10 @@ class Objective:
         return g.detach(), (losses.detach() * self.w).sum(1)
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q. A model the
-        grouped form expresses (every built-in one but the LSTM) takes a double backward through its grouped
-        graph (all Q models' channels side by side); others forward-over-reverse ``torch.func``."""
+        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q. A model whose
+        fast path is the grouped form (ResNet-18-GN, plug-in models it expresses) takes a double backward
+        through its grouped graph (all Q models' channels side by side); the others forward-over-reverse
+        ``torch.func`` (see ``FlatModel.grouped``)."""
         model = self.model
         grouped = model.grouped()
         if grouped is not None:

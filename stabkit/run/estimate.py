@@ -153,8 +153,9 @@ def with_fixture_data(cfg, folder: Path):
         fixtures.write_cifar(folder, cfg.task, train, test)
     else:
         fixtures.write_idx(folder, cfg.task, train, test)
-    note = (f"data files of {cfg.task} not found (--data-dir {cfg.task_options.data_dir}): timing on fixture data "
-            f"of the real size ({train:,} + {test:,} random samples in the published format)")
+    where = f"under {cfg.task_options.data_dir}" if cfg.task_options.data_dir else "(no --data-dir)"
+    note = (f"data files of {cfg.task} not found {where}: timing on fixture data of the real size "
+            f"({train:,} + {test:,} random samples in the published format)")
     cfg = cfg.replace(task_options=dataclasses.replace(cfg.task_options, data_dir=str(folder)))
     return cfg, build_checked_task(cfg), note
 
