@@ -43,7 +43,7 @@ def nonconvex_paper(T, n, L, beta, c):
 
 
 def _steps(st: Setting):
-    lr = np.asarray(st.lr, float)[: st.T] * float(st.global_lr)
+    lr = st.round_lrs() * float(st.global_lr)
     return np.repeat(lr, st.K)
 
 
