@@ -26,9 +26,12 @@ SPEC = {"base": BASE, "product": {"algo": ["fedavg", "fedyogi"], "lr": [0.05, 0.
 @pytest.fixture
 def ray_tmpdir(monkeypatch):
     """A private Ray temp directory for the test (short: Ray's socket paths must fit in 107 bytes): the Ray
-    instances it starts and their address record stay out of /tmp/ray and are removed with it."""
+    instances it starts and their address record stay out of /tmp/ray and are removed with it. Token
+    authentication off: a fresh local instance would otherwise write ~/.ray/auth_token, which every later
+    `ray start --head` on the machine then requires of drivers that join by address."""
     root = Path(tempfile.mkdtemp(prefix="skray-", dir="/tmp"))
     monkeypatch.setenv("RAY_TMPDIR", str(root))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     yield root
     assert not ray.is_initialized(), "the sweep left its Ray driver connected"
