@@ -178,6 +178,7 @@ PAIR = [
     (["--algo", "fedsam", "--hp", "rho=nan"], "rho=nan"),
     # seeds: 64-bit words
     (["--seed", "-1"], "seed=-1"),
+    (["--rounds", str(2 ** 63)], f"rounds={2 ** 63}: at most {2 ** 63 - 1}"),  # 64-bit round counters
     (["--seed", str(2 ** 70)], f"seed={2 ** 70}"),
     (["--data-seed", "-1"], "data_seed=-1"),
     # command-line shape

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 import platform
 import re
@@ -34,7 +33,7 @@ from torch import nn
 from stabkit import __version__, plugins
 from stabkit.algorithms import build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.config.runconfig import RunConfig, resume_config
+from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.run.constants import estimate_constants
 from stabkit.engine.data import FederatedData
 from stabkit.engine.paired import EngineSettings, PairedEngine, RoundRecord
@@ -261,8 +260,9 @@ class PairedRun:
         self.times.update(ck["times"])
         if self.sharpness is not None:
             self.sharpness.resume(out, t)
+        label = read_mapping(out / "config.json", "resume", "run's config.json").get("label")  # read before any change
         (out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
-        self._open(out, json.loads((out / "config.json").read_text()).get("label"))
+        self._open(out, label)
         rec = RoundRecord(**ck["record"])
         if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
             self.writer.rewind(ck["metrics_rows"], ck["local_rows"])

@@ -70,6 +70,10 @@ class RayExecutor:
         try:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         except ConnectionError as e:
+            if "Authentication" in str(e.__cause__):  # Ray >= 2.5x: heads started with a token require it
+                raise ConfigError(f"invalid address={self.address!r}: the Ray cluster there requires token "
+                                  "authentication; set RAY_AUTH_MODE=token (the token in ~/.ray/auth_token or "
+                                  "RAY_AUTH_TOKEN)") from None
             raise ConfigError(f"invalid address={self.address!r}: no Ray cluster there ({str(e).splitlines()[0]})") from None
         try:
             task = ray.remote(num_cpus=1, max_retries=0)(execute_job)
