@@ -222,22 +222,7 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     label (default: config.json's ``label``, else the algorithm).
     """
     path = Path(path)
-    df = load_run(path)
-    if "config" not in df.attrs:
-        raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
-    if "hp_resolved" not in df.attrs["config"]:
-        raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
-                          f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
-                          f"{path / 'config.json'} --out NEW_DIR`")
-    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
-    # rounds at which every pair is finite (a run stops at its first non-finite round)
-    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
-    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
-    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
-    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
-    if last < 0:
-        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
-    df = df[df["round"] <= last]
+    df, constants = _finite_rounds(path)
     setting = setting_from_run(df, constants)
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
@@ -253,6 +238,34 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
         bounds, libra = bounds_for(setting), _libra(setting)
     else:
         missing["bounds"] = f"not computed: no round after round 0{why}"
+    local, local_fits = _local_fits(path, bootstrap, seed, missing)
+    return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
+
+
+def _finite_rounds(path: Path) -> tuple:
+    """``(df, constants)``: the run's metrics up to its last round at which every pair is finite (and below
+    the overflow threshold), and its constants.json ({} without one); one-line errors for what is missing."""
+    df = load_run(path)
+    if "config" not in df.attrs:
+        raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
+    if "hp_resolved" not in df.attrs["config"]:
+        raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
+                          f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
+                          f"{path / 'config.json'} --out NEW_DIR`")
+    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
+    # rounds at which every pair is finite (a run stops at its first non-finite round)
+    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
+    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
+    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
+    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
+    if last < 0:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
+    return df[df["round"] <= last], constants
+
+
+def _local_fits(path: Path, bootstrap: int, seed: int, missing: dict) -> tuple:
+    """``(local, {round: fit})``: local.csv and the growth fit of L1 over the local steps of each logged round
+    (None, {} without local.csv); a round too short to fit is named in ``missing``."""
     local, local_fits = None, {}
     if (path / "local.csv").is_file():
         local = pd.read_csv(path / "local.csv")
@@ -262,7 +275,7 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
                 local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
             except TooFewPoints:
                 missing["local fit"] = _too_short(f"K = {len(k) - 1} local steps", len(k), "k = 0..K")
-    return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
+    return local, local_fits
 
 
 __all__ = ["Analysis", "Bound", "analyze", "setting_from_run"]
