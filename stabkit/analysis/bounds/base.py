@@ -142,7 +142,7 @@ def iterate(a, b, d0: float = 0.0) -> np.ndarray:
 
 
 _REGISTRY: dict = {}  # algo -> list of (name, fn)
-_ENTRY_POINTS_LOADED: set = set()  # (entry-point name, target) already imported
+_ENTRY_POINTS_LOADED = False
 
 
 def register(*algos: str, name: str) -> Callable:
@@ -171,15 +171,15 @@ def _check_signature(fn, name: str) -> None:
 
 
 def load_installed() -> None:
-    """Import the bounds installed under the entry-point group ``stabkit.bounds``, each once (a plug-in
-    installed while the process runs is found on the next call)."""
-    for ep_name, ep in plugins.installed("bound").items():
-        if (ep_name, ep.value) in _ENTRY_POINTS_LOADED:
-            continue
+    """Import the bounds installed under the entry-point group ``stabkit.bounds`` (once)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    for ep_name in plugins.installed("bound"):
         obj = plugins.load("bound", ep_name)
         if callable(obj) and not hasattr(obj, "stabkit_bound"):
             register(ep_name, name=f"{ep_name}.{getattr(obj, '__name__', 'bound')}")(obj)
-        _ENTRY_POINTS_LOADED.add((ep_name, ep.value))
+    _ENTRY_POINTS_LOADED = True
 
 
 def bounds_for(setting: Setting) -> list:
