@@ -1,35 +1,39 @@
-"""Session fixtures. ``fedyogi``: the example plug-in package examples/fedyogi installed (editable, no
-dependencies, no build isolation) into the environment running the tests, as a user would install it; a
-fresh CI checkout installs it here, an already installed one is reused."""
-import importlib
+"""Session fixtures. ``fedyogi``: the example plug-in package examples/fedyogi installed, as a user would
+install it, into a throw-away directory (``pip install --target``), not into the environment running the
+tests: the tests that use it run stabkit in subprocesses whose ``PYTHONPATH`` holds that directory, so the
+running interpreter never sees the plug-in."""
+import os
+import shutil
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fedyogi"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "fedyogi"
 
 
-def _installed_here() -> bool:
-    try:
-        dist = metadata.distribution("stabkit-fedyogi")
-    except metadata.PackageNotFoundError:
-        return False
-    origin = dist.read_text("direct_url.json") or ""  # where it was installed from
-    return any(ep.group == "stabkit.algorithms" for ep in dist.entry_points) and (
-        EXAMPLE.as_uri() in origin or str(EXAMPLE) in origin)
+class Plugin(NamedTuple):
+    path: Path  # the example package's source directory
+    env: dict  # the environment of a subprocess that has the package installed
+
+    def run(self, args: list, cwd=None) -> str:
+        """Run ``python ARGS`` with the package installed; its stdout (a failure shows its stderr)."""
+        done = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=self.env,
+                              cwd=cwd or ROOT)
+        assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+        return done.stdout
 
 
 @pytest.fixture(scope="session")
-def fedyogi():
-    """The example package's directory, after making sure it is installed in this environment."""
-    if not _installed_here():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                        "-e", str(EXAMPLE)], check=True, capture_output=True)
-        importlib.invalidate_caches()
-        if str(EXAMPLE) not in sys.path:  # this process has read its .pth files already; new ones have not
-            sys.path.append(str(EXAMPLE))
-    assert _installed_here()
-    return EXAMPLE
+def fedyogi(tmp_path_factory) -> Plugin:
+    """The example package built from a copy of its sources and installed into a temporary directory."""
+    work = tmp_path_factory.mktemp("fedyogi")
+    source, site = work / "source", work / "site"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(site), str(source)], check=True, capture_output=True)
+    path = os.pathsep.join([str(site), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return Plugin(EXAMPLE, {**os.environ, "PYTHONPATH": path})

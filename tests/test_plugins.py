@@ -1,8 +1,9 @@
 """Plug-ins: algorithms, models, tasks and bounds from outside the package, by entry point and import path.
 
-The example package examples/fedyogi is installed into the test environment (fixture ``fedyogi``) and run
-as a user would: ``stabkit algos``, ``stabkit pair`` by entry point and by import path, a sweep on two
-worker processes, ``stabkit bounds --plot`` and its own pytest file. Broken plug-ins are one line, exit 2.
+The example package examples/fedyogi is installed into a throw-away directory (fixture ``fedyogi``) and run
+as a user would, in subprocesses that have it installed: ``stabkit algos``, ``stabkit pair`` by entry point
+and by import path, a sweep on two worker processes, ``stabkit bounds --plot``, its model from Python and its
+own pytest file. Broken plug-ins are one line, exit 2.
 """
 import json
 import os
@@ -34,21 +35,22 @@ def ok_cli(args, capsys):
     return out
 
 
-def test_example_runs_through_pair_and_bounds_by_entry_point_and_import_path(fedyogi, tmp_path, capsys):
-    listing = ok_cli(["algos"], capsys)
+def test_example_runs_through_pair_and_bounds_by_entry_point_and_import_path(fedyogi, tmp_path):
+    stabkit = lambda *args: fedyogi.run(["-m", "stabkit_cli", *args])
+    listing = stabkit("algos")
     assert "fedyogi  (FedYogi)" in listing and "[plug-in stabkit_fedyogi.algorithm]" in listing
     assert "beta2 = 0.99" in listing
-    assert "tanh_mlp" in ok_cli(["models"], capsys)
-    ok_cli(["pair", "--algo", "fedyogi", "--model", "tanh_mlp", *SMALL, "--out", str(tmp_path / "ep")], capsys)
-    ok_cli(["pair", "--algo", "stabkit_fedyogi.algorithm:FedYogi", "--model", "stabkit_fedyogi.model:tanh_mlp",
-            *SMALL, "--no-constants", "--out", str(tmp_path / "path")], capsys)
+    assert "tanh_mlp" in stabkit("models")
+    stabkit("pair", "--algo", "fedyogi", "--model", "tanh_mlp", *SMALL, "--out", tmp_path / "ep")
+    stabkit("pair", "--algo", "stabkit_fedyogi.algorithm:FedYogi", "--model", "stabkit_fedyogi.model:tanh_mlp",
+            *SMALL, "--no-constants", "--out", tmp_path / "path")
     a, b = (pd.read_csv(tmp_path / name / "metrics.csv") for name in ("ep", "path"))
     pd.testing.assert_frame_equal(a, b)  # the same algorithm and model, found two ways
     assert (a.loc[a["round"] == 4, "disc"] > 0).all() and "disc_v" in a and "norm_m_a" in a
     cfg = json.loads((tmp_path / "ep" / "config.json").read_text())
     assert (cfg["algo"], cfg["model"]) == ("fedyogi", "tanh_mlp")
 
-    report = ok_cli(["bounds", str(tmp_path / "ep"), "--plot", "--bootstrap", "0"], capsys)
+    report = stabkit("bounds", tmp_path / "ep", "--plot", "--bootstrap", "0")
     rows = [line.split() for line in report.splitlines() if line.startswith("fedyogi.step_norm")]
     assert [r[2] for r in rows] == ["measured", "constants"]
     for r in rows:
@@ -56,16 +58,16 @@ def test_example_runs_through_pair_and_bounds_by_entry_point_and_import_path(fed
         assert valid == "True" and holds == "True" and ratio > 1 and bound_T > a["disc"].max()
     assert (tmp_path / "ep" / "figures" / "discrepancy.png").stat().st_size > 10_000
     # the same bound is evaluated for the run named by import path (bounds key on the class's name)
-    assert "fedyogi.step_norm" in ok_cli(["bounds", str(tmp_path / "path"), "--bootstrap", "0"], capsys)
+    assert "fedyogi.step_norm" in stabkit("bounds", tmp_path / "path", "--bootstrap", "0")
 
 
-def test_sweep_on_two_workers_imports_the_plugin_in_each_worker(fedyogi, tmp_path, capsys):
+def test_sweep_on_two_workers_imports_the_plugin_in_each_worker(fedyogi, tmp_path):
     spec = {"base": {"rounds": 3, "pairs": 2, "local_steps": 2, "constants": False, "model": "tanh_mlp",
                      "global_lr": 0.03},
             "zip": {"algo": ["fedyogi", "stabkit_fedyogi.algorithm:FedYogi", "fedavg"]}}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    ok_cli(["sweep", str(path), "--workers", "2", "--out", str(tmp_path / "s"), "--quiet"], capsys)
+    fedyogi.run(["-m", "stabkit_cli", "sweep", path, "--workers", "2", "--out", tmp_path / "s", "--quiet"])
     jobs = sorted((tmp_path / "s" / "jobs").iterdir())
     assert [j.name for j in jobs] == ["algo=fedavg", "algo=fedyogi", "algo=stabkit_fedyogi.algorithm_FedYogi"]
     m = {j.name: pd.read_csv(j / "metrics.csv") for j in jobs}
@@ -74,13 +76,16 @@ def test_sweep_on_two_workers_imports_the_plugin_in_each_worker(fedyogi, tmp_pat
 
 
 def test_example_package_own_tests_pass(fedyogi):
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(fedyogi / "tests")],
-                          capture_output=True, text=True, cwd=fedyogi)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "3 passed" in done.stdout
+    out = fedyogi.run(["-m", "pytest", "-q", "-p", "no:cacheprovider", fedyogi.path / "tests"], cwd=fedyogi.path)
+    assert "3 passed" in out
 
 
 def test_user_model_runs_on_the_torch_func_path(fedyogi):
+    """Run in a subprocess that has the example installed (the body below, ``user_model_runs``)."""
+    assert fedyogi.run(["-c", "from tests.test_plugins import user_model_runs; user_model_runs()"]) == "done\n"
+
+
+def user_model_runs():
     from stabkit_fedyogi.model import tanh_mlp
 
     cfg = RunConfig(rounds=2, pairs=2, local_steps=2)
@@ -92,12 +97,13 @@ def test_user_model_runs_on_the_torch_func_path(fedyogi):
     assert by_object.cfg.model == "stabkit_fedyogi.model:tanh_mlp"
     for run in (by_name, by_object, by_module):
         for t in range(2):
-            run.engine.step(t)
+            run.step()
     assert torch.equal(by_name.engine.x, by_object.engine.x)
     assert (by_module.engine.discrepancy() > 0).all() and torch.isfinite(by_module.engine.x).all()
     instance = PairedRun(cfg, model=plugin_fixtures.tanh_net(by_name.task))
     assert instance.cfg.model == "instance of tests.plugin_fixtures:Tanh"
     assert torch.equal(instance.engine.x[0], instance.engine.x[1])  # every pair starts from the module's parameters
+    print("done")
 
 
 def test_ready_made_task_with_six_clients_takes_its_counts_from_the_task(tmp_path):
@@ -145,20 +151,19 @@ def test_bad_plugins_are_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_bound_entry_points_register_plain_functions_and_reject_wrong_signatures(fedyogi, tmp_path, capsys,
-                                                                                  monkeypatch):
+def test_bound_entry_points_register_plain_functions_and_reject_wrong_signatures(tmp_path, capsys, monkeypatch):
     from importlib.metadata import EntryPoint
 
     run_pair(RunConfig(rounds=3, pairs=2, constants=False), out=tmp_path / "r")
     installed = {"fedavg": EntryPoint("fedavg", "tests.plugin_fixtures:plain_bound", "stabkit.bounds")}
     monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: installed if kind == "bound" else {})
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
     monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
     report = ok_cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)
     row = next(line.split() for line in report.splitlines() if line.startswith("plain"))
     assert row[2:4] == ["test", "True"] and float(row[4]) == 3e3
     installed["fedavg"] = EntryPoint("fedavg", "tests.plugin_fixtures:two_argument_bound", "stabkit.bounds")
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
     code, out, err = cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)  # skipped, with a warning
     assert code == 0 and err.count("\n") == 1 and "D_T = " in out
     assert err.startswith("warning: skipping the stabkit.bounds entry point 'fedavg': invalid bound="
@@ -176,7 +181,7 @@ def test_one_broken_entry_point_is_named_once_and_the_rest_goes_on(tmp_path, cap
            "bound": {"fedavg": EntryPoint("fedavg", "nosuch_pkg.bounds:bound", "stabkit.bounds")}}
     monkeypatch.setattr(plugins, "installed", lambda kind: eps.get(kind, {}))
     monkeypatch.setattr(plugins, "_WARNED", set())
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
     code, out, err = cli(["algos"], capsys)
     assert code == 0 and out.startswith("fedavg  (") and "fedsagd  (" in out and "broken" not in out
     assert err == ("warning: skipping the stabkit.algorithms entry point 'broken': invalid algo='broken' "
@@ -239,24 +244,3 @@ def test_task_and_model_entry_points(tmp_path, capsys, monkeypatch):
     assert (cfg["task"], cfg["model"], cfg["task_options"]["clients"]) == ("six", "tanh", 6)
     code, _, err = cli(["pair", "--task", "sixx", "--quiet"], capsys)
     assert code == 2 and "invalid task='sixx': one of digits," in err and ", six, or an import path" in err
-
-
-def test_bound_plugin_installed_while_the_process_runs_is_found(monkeypatch):
-    """The bound entry points are scanned on every use: a plug-in installed after a first analysis (as the
-    test session installs the example) still registers its bounds."""
-    from importlib.metadata import EntryPoint
-
-    import stabkit.analysis.bounds.base as bounds_base
-    from tests import plugin_fixtures
-
-    monkeypatch.delattr(plugin_fixtures.plain_bound, "stabkit_bound", raising=False)  # as never registered before
-    installed = {}
-    monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: dict(installed) if kind == "bound" else {})
-    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", set())
-    monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
-    bounds_base.load_installed()
-    assert "fedavg.plain_bound" not in [n for n, _ in bounds_base._REGISTRY.get("fedavg", [])]
-    installed["fedavg"] = EntryPoint("fedavg", "tests.plugin_fixtures:plain_bound", "stabkit.bounds")
-    bounds_base.load_installed()
-    bounds_base.load_installed()  # each entry point once
-    assert [n for n, _ in bounds_base._REGISTRY["fedavg"]].count("fedavg.plain_bound") == 1

@@ -1,8 +1,8 @@
 """The Ray executor: a sweep on a local Ray cluster (started here, reached by address) gives per-job metrics
-identical to the local executor, plug-in algorithms included (each Ray worker imports the installed example
-plug-in itself); the cluster is stopped at the end. ``--address local`` starts a fresh instance whatever an
-old ``ray start`` recorded, ``auto`` refuses at once the dead cluster a stale record names, and no test leaves
-a Ray instance or a stale record behind. Ray must be installed (test extras)."""
+identical to the local executor, plug-in algorithms included (each Ray worker imports the example plug-in,
+installed in a throw-away directory, itself); the cluster is stopped at the end. ``--address local`` starts a
+fresh instance whatever an old ``ray start`` recorded, ``auto`` refuses at once the dead cluster a stale record
+names, and no test leaves a Ray instance or a stale record behind. Ray must be installed (test extras)."""
 import shutil
 import socket
 import subprocess
@@ -17,8 +17,8 @@ import ray  # a missing Ray is a failure, not a skip: it is in the test extras
 from stabkit.sweep import make_executor, parse_spec, run_sweep
 from stabkit.sweep.executors import _check_reachable
 
-from test_bad_inputs import check_refused
-from test_sweep import BASE, metrics
+from tests.test_bad_inputs import check_refused
+from tests.test_sweep import BASE, metrics
 
 SPEC = {"base": BASE, "product": {"algo": ["fedavg", "fedyogi"], "lr": [0.05, 0.1], "seed": [0, 1]}}
 
@@ -56,26 +56,38 @@ def test_ray_cluster_matches_local_executor(tmp_path, fedyogi, ray_tmpdir):
     ray_cli = Path(sys.executable).with_name("ray")
     log = tmp_path / "head.log"
     port = _closed_port()
-    with open(log, "w") as f:
+    env = {**fedyogi.env, "RAY_TMPDIR": str(ray_tmpdir), "RAY_AUTH_MODE": "disabled"}
+    with open(log, "w") as f:  # the head and its workers have the example plug-in installed, as the driver has
         head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                                  f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                                 "--disable-usage-stats"], stdout=f, stderr=subprocess.STDOUT)
+                                 "--disable-usage-stats"], stdout=f, stderr=subprocess.STDOUT, env=env)
     try:
-        run_sweep(parse_spec(SPEC), tmp_path / "local", make_executor("local"))
         deadline = time.time() + 120
         while "Ray runtime started" not in log.read_text():  # the head takes a few seconds to come up
             assert head.poll() is None and time.time() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
         assert (ray_tmpdir / "ray" / "ray_current_cluster").read_text().endswith(f":{port}")  # not /tmp/ray's
-        started = []
-        man = run_sweep(parse_spec(SPEC), tmp_path / "ray", make_executor("ray", address=f"127.0.0.1:{port}"),
-                        progress=lambda ev, job, m, info: started.append(job) if ev == "running" else None)
-        assert man.counts()["done"] == 8 and len(started) == 8
-        assert metrics(tmp_path / "ray") == metrics(tmp_path / "local") and len(metrics(tmp_path / "local")) == 8
-        assert not ray.is_initialized()  # the driver disconnected
+        driver = (f"from tests.test_sweep_ray import local_and_ray_sweeps; "
+                  f"local_and_ray_sweeps({str(tmp_path)!r}, {port})")
+        done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, env=env)
+        assert done.returncode == 0 and done.stdout.endswith("done\n"), done.stderr[-3000:]
     finally:
         head.terminate()
         head.wait(timeout=60)
+
+
+def local_and_ray_sweeps(tmp, port: int):
+    """The driver, run where the example plug-in is installed: the sweep on the local executor and on the
+    cluster, and their comparison."""
+    tmp_path = Path(tmp)
+    run_sweep(parse_spec(SPEC), tmp_path / "local", make_executor("local"))
+    started = []
+    man = run_sweep(parse_spec(SPEC), tmp_path / "ray", make_executor("ray", address=f"127.0.0.1:{port}"),
+                    progress=lambda ev, job, m, info: started.append(job) if ev == "running" else None)
+    assert man.counts()["done"] == 8 and len(started) == 8
+    assert metrics(tmp_path / "ray") == metrics(tmp_path / "local") and len(metrics(tmp_path / "local")) == 8
+    assert not ray.is_initialized()  # the driver disconnected
+    print("done")
 
 
 def test_address_local_starts_a_fresh_instance_whatever_a_stale_record_names(tmp_path, ray_tmpdir):

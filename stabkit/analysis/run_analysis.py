@@ -215,34 +215,6 @@ def _too_short(what: str, points: int, unit: str) -> str:
     return f"not made: {what} gives {points} points ({unit}), a growth-law fit needs at least {MIN_POINTS}"
 
 
-def _finite_rounds(df: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """The rounds at which every pair is finite (a run stops at its first non-finite round, or below the
-    overflow threshold at the round its summary names as diverged)."""
-    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
-    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
-    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
-    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
-    if last < 0:
-        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
-    return df[df["round"] <= last]
-
-
-def _local_fits(local: pd.DataFrame, bootstrap: int, seed: int, missing: dict) -> dict:
-    """``round -> local growth fit`` of the L1 local discrepancy; a too-short curve is named in ``missing``."""
-    fits = {}
-    for r in sorted(local["round"].unique()):
-        k, lc = local_curves(local, column="l1_a", rounds=[r])
-        bad = np.flatnonzero(~np.isfinite(lc).all(axis=0))  # a run diverging inside the round: its finite steps
-        k, lc = (k[:bad[0]], lc[:, :bad[0]]) if len(bad) else (k, lc)
-        steps = f"K = {len(k) - 1} local steps" + (f" (non-finite from step {bad[0]} of round {r})" if len(bad)
-                                                   else "")
-        try:
-            fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
-        except TooFewPoints:
-            missing["local fit"] = _too_short(steps, len(k), "k = 0..K")
-    return fits
-
-
 def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     """Fits, bounds and Libra's excess risk for the run directory ``path``.
 
@@ -251,18 +223,7 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     label (default: config.json's ``label``, else the algorithm).
     """
     path = Path(path)
-    df = load_run(path)
-    if "config" not in df.attrs:
-        raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
-    if "hp_resolved" not in df.attrs["config"]:
-        raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
-                          f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
-                          f"{path / 'config.json'} --out NEW_DIR`")
-    if df.empty:
-        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv holds no round, only its header (the run "
-                          f"stopped before round 0 was logged; rerun it)")
-    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
-    df = _finite_rounds(df, path)
+    df, constants = _finite_rounds(path)
     setting = setting_from_run(df, constants)
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
@@ -278,9 +239,52 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
         bounds, libra = bounds_for(setting), _libra(setting)
     else:
         missing["bounds"] = f"not computed: no round after round 0{why}"
-    local = pd.read_csv(path / "local.csv") if (path / "local.csv").is_file() else None
-    local_fits = {} if local is None else _local_fits(local, bootstrap, seed, missing)
+    local, local_fits = _local_fits(path, bootstrap, seed, missing)
     return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
+
+
+def _finite_rounds(path: Path) -> tuple:
+    """``(df, constants)``: the run's metrics up to its last round at which every pair is finite (and below
+    the overflow threshold), and its constants.json ({} without one); one-line errors for what is missing."""
+    df = load_run(path)
+    if "config" not in df.attrs:
+        raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
+    if "hp_resolved" not in df.attrs["config"]:
+        raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
+                          f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
+                          f"{path / 'config.json'} --out NEW_DIR`")
+    if df.empty:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv holds no round, only its header (the run "
+                          f"stopped before round 0 was logged; rerun it)")
+    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
+    # rounds at which every pair is finite (a run stops at its first non-finite round)
+    finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
+    last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
+    diverged = (df.attrs.get("summary") or {}).get("diverged_round")
+    last = min(last, int(diverged) - 1) if isinstance(diverged, int) else last  # above the overflow threshold
+    if last < 0:
+        raise ConfigError(f"invalid run={str(path)!r}: metrics.csv has no finite discrepancy, not even at round 0")
+    return df[df["round"] <= last], constants
+
+
+def _local_fits(path: Path, bootstrap: int, seed: int, missing: dict) -> tuple:
+    """``(local, {round: fit})``: local.csv and the growth fit of L1 over the local steps of each logged round
+    (None, {} without local.csv); a round diverging inside is fitted on its finite steps; a round too short
+    to fit is named in ``missing``."""
+    local, local_fits = None, {}
+    if (path / "local.csv").is_file():
+        local = pd.read_csv(path / "local.csv")
+        for r in sorted(local["round"].unique()):
+            k, lc = local_curves(local, column="l1_a", rounds=[r])
+            bad = np.flatnonzero(~np.isfinite(lc).all(axis=0))  # a run diverging inside the round: its finite steps
+            k, lc = (k[:bad[0]], lc[:, :bad[0]]) if len(bad) else (k, lc)
+            steps = f"K = {len(k) - 1} local steps" + (f" (non-finite from step {bad[0]} of round {r})" if len(bad)
+                                                       else "")
+            try:
+                local_fits[int(r)] = fit_local(k, lc, bootstrap=bootstrap, seed=seed)
+            except TooFewPoints:
+                missing["local fit"] = _too_short(steps, len(k), "k = 0..K")
+    return local, local_fits
 
 
 __all__ = ["Analysis", "Bound", "analyze", "setting_from_run"]

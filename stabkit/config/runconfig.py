@@ -110,12 +110,21 @@ class RunConfig:
                               "RUN/models/: " + SAVE_SPEC_HELP)
 
     def __post_init__(self):
+        """The checks, in this order: types, the named choices, counts, rates, then rounds and sizes."""
         check_field_types(self)
+        self._check_choices()
+        self._check_counts()
+        self._check_rates()
+        self._check_rounds_and_sizes()
+
+    def _check_choices(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
         require(self.client_mode in CLIENT_MODES, "client_mode", self.client_mode,
                 f"one of {', '.join(CLIENT_MODES)}")
         require(self.augment in AUGMENTATIONS, "augment", self.augment, f"one of {', '.join(AUGMENTATIONS)}")
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
+
+    def _check_counts(self):
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):
             value = getattr(self, name)
             if value is not None or name != "eval_every":
@@ -125,6 +134,8 @@ class RunConfig:
         require(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0, "checkpoint_every",
                 self.checkpoint_every, "a non-negative integer (0: no checkpoints)")
         parse_save_spec(self.save_models, self.rounds)  # validates the spec
+
+    def _check_rates(self):
         for name in ("lr", "global_lr"):
             value = getattr(self, name)
             require(_is_real(value) and value > 0 and math.isfinite(value), name, value, "a positive number")
@@ -145,6 +156,8 @@ class RunConfig:
                 self.eval_fraction, "a fraction in (0, 1] of the data the per-round metrics are computed on")
         require(_is_real(self.participation) and 0 < self.participation <= 1, "participation",
                 self.participation, "a fraction in (0, 1]")
+
+    def _check_rounds_and_sizes(self):
         require(self.batch_size == "full" or (isinstance(self.batch_size, int) and self.batch_size >= 1),
                 "batch_size", self.batch_size, "a positive integer or 'full'")
         s = self.sampled_clients

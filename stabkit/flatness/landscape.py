@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-import torch
-
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError, require

@@ -49,9 +49,8 @@ from stabkit.engine.perturbation import build_neighbours
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.writer import RunWriter
-from stabkit.store.runstore import prepare_run_dir
+from stabkit.store.runstore import load_run, prepare_run_dir
 from stabkit.store.saved_models import TRAJ
-from stabkit.store.summary import summarize
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task, check_task
 
@@ -322,7 +321,7 @@ class PairedRun:
         return self._finish(out, status, diverged_round, done, snapshots)
 
     def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
-        from stabkit.store.runstore import load_run
+        """Estimate the constants (unless off or interrupted) and write the summary."""
         df = load_run(out)
         times = {**self.times, "constants_s": 0.0}
         interrupted = self.interrupted
@@ -340,17 +339,9 @@ class PairedRun:
                 status, interrupted = "interrupted", "constants estimation"
                 constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
             times["constants_s"] = time.perf_counter() - start
-        kept = df[df["round"] < diverged_round] if diverged_round else df  # the diverged round: logged, not summarised
-        summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=times["wall_s"],
-                            rounds_done=done, out=str(out), nb=self.nb)
-        summary.update(constants=constants, divergence_threshold=OVERFLOW)
-        summary.update({k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v})
-        total = times["wall_s"] + times["constants_s"]
-        summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
-                           "constants_share": times["constants_s"] / total if total else 0.0}
-        summary["evaluation"] = self.describe_evaluation()
-        self.writer.summary(summary)
-        return summary
+        notes = {"constants": constants, "divergence_threshold": OVERFLOW, "evaluation": self.describe_evaluation(),
+                 **{k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v}}
+        return self.writer.finish(df, status, diverged_round, done, times, notes, self.nb)
 
     def _sharpness(self, t: int, rec, out: Path) -> None:
         if self.sharpness is not None:
@@ -361,6 +352,7 @@ class PairedRun:
         self.writer.flush(rows, local)
 
     def _save_models(self, t: int) -> None:
+        """The global models after round t, if ``--save-models`` asks for round t."""
         self.writer.save_models(t, self.engine.x, self.model.names, self.model.shapes)
 
     def _checkpoint(self, t: int, rec, snapshots: dict) -> None:

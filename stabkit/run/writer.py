@@ -3,7 +3,7 @@
 It writes ``config.json`` (the configuration and the run's facts), appends the logged rows to ``metrics.csv``
 and ``local.csv`` (``stabkit.store.metricslog``), saves the global models of the rounds ``--save-models``
 asks for, checkpoints the whole state (``stabkit.store.checkpoint``), and writes ``constants.json`` and
-``summary.json``; every file atomically (``stabkit.store.atomic``). Time spent saving models and
+``summary.json`` (with the time accounts' totals and shares); every file atomically (``stabkit.store.atomic``). Time spent saving models and
 checkpoints is added to the run's ``times['checkpoint_s']``.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from stabkit.store.atomic import atomic_write_json
 from stabkit.store.checkpoint import save_checkpoint
 from stabkit.store.metricslog import AppendLog
 from stabkit.store.saved_models import parse_save_spec, save_models
+from stabkit.store.summary import summarize
 
 
 class RunWriter:
@@ -63,6 +64,17 @@ class RunWriter:
     def constants(self, estimated: dict, rounds: list) -> None:
         atomic_write_json(self.out / "constants.json", {**estimated, "snapshot_rounds": rounds})
 
-    def summary(self, summary: dict) -> None:
+    def finish(self, df, status: str, diverged_round, done: int, times: dict, notes: dict, nb) -> dict:
+        """Write and return summary.json: the summary of the logged rounds ``df`` (``stabkit.store.summary``; a
+        diverged round is logged, not summarised), the ``notes`` and the time accounts ``times`` with their
+        total and shares."""
+        kept = df[df["round"] < diverged_round] if diverged_round else df
+        summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=times["wall_s"],
+                            rounds_done=done, out=str(self.out), nb=nb)
+        summary.update(notes)
+        total = times["wall_s"] + times["constants_s"]
+        summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
+                           "constants_share": times["constants_s"] / total if total else 0.0}
         atomic_write_json(self.out / "summary.json", summary)
+        return summary
 

@@ -68,7 +68,9 @@ class RayExecutor:
         except ImportError:
             raise ConfigError("invalid executor='ray': Ray is not installed (pip install ray)") from None
         try:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            local = {"_node_ip_address": "127.0.0.1"} if self.address == "local" else {}  # a private instance
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+                     **local)
         except ConnectionError as e:
             if "Authentication" in str(e.__cause__):  # Ray >= 2.5x: heads started with a token require it
                 raise ConfigError(f"invalid address={self.address!r}: the Ray cluster there requires token "

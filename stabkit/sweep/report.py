@@ -64,20 +64,11 @@ def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bo
         if not (path / "metrics.csv").is_file():
             missing[job_id] = {"metrics": f"no metrics ({rec['state']}{': ' + rec['error'] if rec.get('error') else ''})"}
         else:
-            try:
-                df = load_run(path)
-                a = analyze(path, bootstrap=bootstrap)
-            except ConfigError as e:  # a damaged run directory: a table row saying so, no analysis
-                row["analysis_error"] = missing.setdefault(job_id, {})["analysis"] = str(e)
-            else:
-                tables.append(df.assign(job=job_id, **_param_cols(rec["params"])))
+            table, a = _analyse_job(path, job_id, bootstrap, row, missing)
+            if a is not None:
+                tables.append(table.assign(job=job_id, **_param_cols(rec["params"])))
                 analyses[job_id] = a
-                row.update(_flat(a.summary_row()))
-                row["excess_risk_T"] = _excess_risk_T(a)
-                row["libra_bound_T"] = float(a.libra["total"][-1]) if a.libra else np.nan
                 bound_rows += [{"job": job_id, **b} for b in a.bound_rows()]
-                if a.missing:
-                    missing[job_id] = dict(a.missing)
             row.update(final_sharpness(path))
         rows.append(row)
     require(bool(tables), "sweep", str(root), "no job has metrics yet (run `stabkit sweep` first)")
@@ -94,6 +85,23 @@ def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bo
     paths["figures"] = paths.get("figures", []) + flat.pop("figures", [])
     paths.update(flat)
     return paths
+
+
+def _analyse_job(path: Path, job_id: str, bootstrap: int, row: dict, missing: dict) -> tuple:
+    """``(metrics, Analysis)`` of one job's run directory, its results added to its ``row`` and what it lacks
+    to ``missing``; a damaged run directory gives ``(None, None)`` and a row saying so."""
+    try:
+        df = load_run(path)
+        a = analyze(path, bootstrap=bootstrap)
+    except ConfigError as e:  # a damaged run directory: a table row saying so, no analysis
+        row["analysis_error"] = missing.setdefault(job_id, {})["analysis"] = str(e)
+        return None, None
+    row.update(_flat(a.summary_row()))
+    row["excess_risk_T"] = _excess_risk_T(a)
+    row["libra_bound_T"] = float(a.libra["total"][-1]) if a.libra else np.nan
+    if a.missing:
+        missing[job_id] = dict(a.missing)
+    return df, a
 
 
 def _param_cols(params: dict) -> dict:

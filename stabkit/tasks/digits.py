@@ -23,5 +23,5 @@ def build_digits(opts: TaskOptions, rng: np.random.Generator) -> Task:
     y = data.target.astype(np.int64)
     order = rng.permutation(len(y))
     test, pool = order[:TEST_SIZE], order[TEST_SIZE:]
-    return partitioned_task("digits", x, y, pool, x[test], y[test], opts, rng, num_classes=10,
+    return partitioned_task("digits", x, y, pool, (x[test], y[test]), opts, rng, num_classes=10,
                             default_model="mlp", source="sklearn digits")

@@ -78,7 +78,7 @@ def _builder(task: str):
         x, tx = (a[:, None].astype(np.float32) / np.float32(255) for a in (x, tx))
         mean, std = float(x.mean()), float(x.std())
         x, tx = standardise(x, mean, std), standardise(tx, mean, std)
-        return partitioned_task(task, x, y.astype(np.int64), np.arange(len(y)), tx, ty.astype(np.int64), opts,
+        return partitioned_task(task, x, y.astype(np.int64), np.arange(len(y)), (tx, ty.astype(np.int64)), opts,
                                 rng, num_classes=v["classes"], default_model="logistic",
                                 source=f"{task} from {root}")
 

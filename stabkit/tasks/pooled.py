@@ -15,14 +15,16 @@ from stabkit.tasks.base import Task
 from stabkit.config.taskoptions import TaskOptions
 
 
-def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, test_x: np.ndarray,
-                     test_y: np.ndarray, opts: TaskOptions, rng: np.random.Generator, *,
+def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, test: tuple,
+                     opts: TaskOptions, rng: np.random.Generator, *,
                      num_classes: int, default_model: str, source: str) -> Task:
-    """Partition samples ``x[pool]`` among ``opts.clients + opts.heldout_clients`` clients.
+    """Partition samples ``x[pool]`` among ``opts.clients + opts.heldout_clients`` clients; ``test``: the test
+    split ``(x, y)``.
 
     ``source`` names the data in the task description. Samples left over by the balanced partition
     are dropped. Labels outside ``0..num_classes-1`` (a malformed file) are refused in one line.
     """
+    test_x, test_y = test
     outside = [int(((a < 0) | (a >= num_classes)).sum()) for a in (y[pool], test_y)]
     if any(outside):
         raise ConfigError(f"{name}: {source} has labels outside 0..{num_classes - 1} ({outside[0]} training, "

@@ -69,5 +69,5 @@ def build_tinyimagenet(opts: TaskOptions, rng: np.random.Generator) -> Task:
     root = data_dir(opts, "tinyimagenet")
     x, y, tx, ty, classes = read_tinyimagenet(root)
     x, tx = (standardise(a / np.float32(255), MEAN, STD) for a in (x, tx))
-    return partitioned_task("tinyimagenet", x, y, np.arange(len(y)), tx, ty, opts, rng, num_classes=classes,
+    return partitioned_task("tinyimagenet", x, y, np.arange(len(y)), (tx, ty), opts, rng, num_classes=classes,
                             default_model="resnet18_gn", source=f"Tiny ImageNet from {root}")

@@ -185,7 +185,7 @@ def at_horizons(T: int, f: Callable, first: float = np.nan) -> np.ndarray:
 
 
 _REGISTRY: dict = {}  # algo -> list of (name, fn)
-_ENTRY_POINTS_LOADED: set = set()  # (entry-point name, target) already imported
+_ENTRY_POINTS_LOADED = False
 
 
 def register(*algos: str, name: str) -> Callable:
@@ -214,19 +214,19 @@ def _check_signature(fn, name: str) -> None:
 
 
 def load_installed() -> None:
-    """Import the bounds installed under the entry-point group ``stabkit.bounds``, each once (a plug-in
-    installed while the process runs is found on the next call); one that fails to load is named in a
-    warning and skipped."""
-    for ep_name, ep in plugins.installed("bound").items():
-        if (ep_name, ep.value) in _ENTRY_POINTS_LOADED:
-            continue
-        _ENTRY_POINTS_LOADED.add((ep_name, ep.value))
+    """Import the bounds installed under the entry-point group ``stabkit.bounds`` (once); one that fails to
+    load is named in a warning and skipped."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    for ep_name in plugins.installed("bound"):
         try:
             obj = plugins.load("bound", ep_name)
             if callable(obj) and not hasattr(obj, "stabkit_bound"):
                 register(ep_name, name=f"{ep_name}.{getattr(obj, '__name__', 'bound')}")(obj)
         except ConfigError as e:  # one broken plug-in: warned about once, every other bound still applies
             plugins.warn_broken("bound", ep_name, e)
+    _ENTRY_POINTS_LOADED = True
 
 
 def bounds_for(setting: Setting) -> list:
