@@ -207,6 +207,17 @@ class PairedEngine:
         return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
                            self.grad_evals / cfg.local_steps, y if keep_clients else None)
 
+    def try_round(self) -> None:
+        """Run round 1 once and put the state back exactly (a plug-in algorithm's hooks are checked by
+        :class:`~stabkit.engine.contract.CheckedAlgorithm` before the run writes anything)."""
+        saved = (self.x.clone(), {n: v.clone() for n, v in self.server.items()},
+                 {n: v.clone() for n, v in self.client_state.items()})
+        try:
+            self.step(0)
+        finally:
+            self.x, self.server, self.client_state = saved
+            self.grad_evals = 0
+
     def _declared(self, y_local: tuple) -> tuple:
         """``(y, local)`` unchanged, after checking that ``local`` holds exactly the declared local state."""
         local = y_local[1]

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from stabkit import __version__, plugins
-from stabkit.algorithms import build_algorithm, resolve_hp
+from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.run.config import RunConfig
 from stabkit.run.constants import estimate_constants
@@ -43,6 +43,8 @@ from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
+from stabkit.engine.contract import CheckedAlgorithm
+from stabkit.models.contract import check_module
 from stabkit.run.memory import require_memory, run_bytes
 from stabkit.engine.evaluation import TRAJ, Evaluator
 from stabkit.models.registry import build_model
@@ -98,9 +100,14 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
     memory the run needs. ``make_module``: the run's module factory (default: ``cfg.model`` built for
     ``task``). Returns ``(algorithm, device)``."""
     make_module = make_module or _module_maker(cfg, task, None)[0]
-    algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
+    algo = build_algorithm(cfg.algo, cfg.hp)
+    if cfg.algo not in ALGORITHMS:  # a plug-in: what its hooks return is checked on every call
+        algo = CheckedAlgorithm(algo, cfg.algo)
+    algo = with_relaxed_init(algo, cfg.ri_beta, cfg.ri_aggregation)
     with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
-        d = sum(p.numel() for p in make_module().parameters())
+        module = make_module()
+        check_module(module, task, cfg.model or task.default_model)
+        d = sum(p.numel() for p in module.parameters())
     require(cfg.augment == "none" or len(task.input_shape) == 3, "augment", cfg.augment,
             f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
     largest = max(len(y) for y in task.train_y[:task.num_train_clients])
@@ -142,6 +149,8 @@ class PairedRun:
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(cfg, self.algo, self.model, self.data, self.nb, theta0)
+        if cfg.algo not in ALGORITHMS:  # a plug-in's hooks tried on round 1 before anything is written
+            self.engine.try_round()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
