@@ -20,6 +20,7 @@ from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
 from tests.helpers import cli
 
 DIGITS_D = 64 * 64 + 64 + 64 * 10 + 10  # parameters of the default digits MLP
+PLUG = "tests.plugin_fixtures"
 
 
 def _npz(path, **changes):
@@ -215,6 +216,27 @@ PAIR = [
     (["--task", "npz", "--npz-path", "@npz_y_test_outside", "--clients", "4", "--heldout-clients", "2"],
      "2 y_test labels outside the training labels 0..2"),
     (["--task", "npz", "--npz-path", "@npz_text_x", "--clients", "4", "--heldout-clients", "2"], "x of dtype <U1"),
+    # plug-ins that misbehave: named, with what is wrong (hooks are tried on round 1 before anything is written)
+    *[(["--algo", f"{PLUG}:{name}", "--pairs", "1"], f"invalid algo='{PLUG}:{name}': {what}") for name, what in [
+        ("InitRaises", "the plug-in raised RuntimeError: no config file found"),
+        ("StepReturnsTensor", "its client_step returned a Tensor, expected a tuple (y, local state)"),
+        ("StepWrongShape", f"its client_step returned y of shape [1, 2, 5, 3], expected a tensor of shape "
+                           f"[1, 2, 5, {DIGITS_D}]"),
+        ("UndeclaredClientState", "its client_final returned client state ['other'], but the algorithm declares"),
+        ("UndeclaredLocalState", "its client_init returned local state ['m'], but the algorithm declares []"),
+        ("ServerDropsPairs", f"its server_update returned x of shape [2, {DIGITS_D}], expected a tensor of shape "
+                             f"[1, 2, {DIGITS_D}]"),
+        ("UploadsNotADict", "its client_final returned uploads as a Tensor, expected a non-empty dict"),
+        ("HookRaises", "its server_update raised KeyError: 'momentum'"),
+    ]],
+    (["--model", f"{PLUG}:three_outputs"], "returns outputs of shape [2, 3] for a batch of 2, the classification "
+                                           "task 'digits' needs [2, 10]"),
+    (["--model", f"{PLUG}:wrong_width"], "its forward pass on the task's inputs (shape [batch, 1, 8, 8]) raised"),
+    (["--model", f"{PLUG}:with_batchnorm"], "layer 2 (BatchNorm1d) keeps running statistics"),
+    (["--model", f"{PLUG}:with_dropout"], "layer 2 (Dropout) draws random masks from torch's global generator"),
+    (["--task", f"{PLUG}:six_with_nan"], "2 non-finite values in x"),
+    (["--task", f"{PLUG}:six_without_test"], "its test set is empty"),
+    (["--task", f"{PLUG}:six_with_text"], "x of dtype <U1 (need integer or float numbers)"),
     # idx files of the wrong type, labels beyond the classes
     (["--task", "mnist", "--data-dir", "@float_mnist", "--clients", "4"], "float32"),
     (["--task", "mnist", "--data-dir", "@mnist_label_12", "--clients", "4"], "labels outside 0..9 (0 training, 10 test"),

@@ -197,6 +197,12 @@ def bounds_for(setting: Setting) -> list:
                 result = fn(setting)
         except KeyError as e:
             missing = e.args[0] if e.args else str(e)
+            if not str(missing).startswith("constant "):  # not Setting.const's "constant ... is not available"
+                where = plugins.import_path_of(fn) or repr(fn)
+                raise ConfigError(f"invalid bound={name!r} ({where}): looks up "
+                                  f"{missing!r}, which this {setting.algo} run does not have (its hyperparameters: "
+                                  f"{', '.join(sorted(setting.hp)) or 'none'}; read them with setting.param(name), "
+                                  f"constants with setting.const(name))") from None
             nan = np.full(setting.T + 1, np.nan)
             out.append(Bound(name, setting.algo, "disc", "unavailable", "", nan,
                              conditions={"constants available": False}, note=str(missing)))
