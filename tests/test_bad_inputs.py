@@ -70,6 +70,7 @@ FILES = {
     "npz_y_test_outside": lambda p: _npz(p, x_test=np.ones((5, 3)), y_test=np.array([0, 1, 2, 7, 9])),
     "npz_text_x": lambda p: _npz(p, x=np.full((60, 3), "a")),
     "npz_big_label": lambda p: _npz(p, y=np.r_[np.zeros(59, np.int64), 10 ** 8]),
+    "npz_million_label": lambda p: _npz(p, y=np.r_[np.arange(59) % 3, 10 ** 6]),
     "small_cifar": lambda p: write_cifar(p, "cifar10", train=600, test=20),
     "cifar_label_10": _cifar_label_10,
     "float_mnist": _float_idx,
@@ -206,7 +207,9 @@ PAIR = [
     (["--pairs", str(10 ** 6)], "available"),
     (["--hidden", str(10 ** 8)], "available"),
     (["--task", "npz", "--npz-path", "@npz_big_label", "--clients", "4", "--heldout-clients", "2", "--batch-size",
-      "full"], "available"),
+      "full"], "has labels up to 100000000 (a 100,000,001-class output layer) but only 2 distinct labels"),
+    (["--task", "npz", "--npz-path", "@npz_million_label", "--clients", "4", "--heldout-clients", "2"],
+     "has labels up to 1000000 (a 1,000,001-class output layer)"),
     # npz files: non-finite values, labels outside the training range, non-numeric arrays
     (["--task", "npz", "--npz-path", "@npz_nan_x", "--clients", "4", "--heldout-clients", "2"], "7 non-finite values in x "),
     (["--task", "npz", "--npz-path", "@npz_inf_x", "--clients", "4", "--heldout-clients", "2"], "3 non-finite values in x "),
