@@ -274,5 +274,5 @@ def test_bound_reading_a_hyperparameter_the_algorithm_lacks_says_so(tmp_path, ca
     monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
     code, out, err = cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert ("invalid bound='fedavg.missing_hp_bound' (tests.plugin_fixtures:missing_hp_bound): looks up 'beta', "
-            "which this fedavg run does not have (its hyperparameters: none;") in err
+    assert ("invalid bound='fedavg.missing_hp_bound' (tests.plugin_fixtures:missing_hp_bound): reads hyperparameter "
+            "'beta', which fedavg does not have (its hyperparameters: none)") in err
