@@ -158,7 +158,7 @@ class PairedRun:
         self._full_evaluator = self.evaluator if cfg.eval_fraction >= 1 else None
         self.rows: list = []  # logged rows not yet appended to metrics.csv (all rows without a run directory)
         self.local_rows: list = []
-        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, wall_s=0.0)
+        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
         self.sharpness = SharpnessLog(self) if cfg.sharpness_rounds else None
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
@@ -252,11 +252,13 @@ class PairedRun:
         run's legend label in figures (recorded in config.json beside the configuration)."""
         out = prepare_run_dir(out, overwrite)
         self._open(out, label)
+        start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
         snapshots = {0: self.engine.x[0, 0].clone()}
         self._log_initial()
         self._sharpness(0, None, out)
         if 0 in self._save_rounds:
             self._save_models(out, 0)
+        self.times["wall_s"] += time.perf_counter() - start
         return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None) -> dict:
@@ -360,14 +362,17 @@ class PairedRun:
         summary.update({k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v})
         total = times["wall_s"] + times["constants_s"]
         summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
-                           "constants_share": times["constants_s"] / total if total else 0.0}
+                           "constants_share": times["constants_s"] / total if total else 0.0,
+                           "sharpness_share": times.get("sharpness_s", 0.0) / total if total else 0.0}
         summary["evaluation"] = self.describe_evaluation()
         atomic_write_json(out / "summary.json", summary)
         return summary
 
     def _sharpness(self, t: int, rec, out: Path) -> None:
         if self.sharpness is not None:
+            start = time.perf_counter()
             self.sharpness.after_round(t, rec, out)
+            self.times["sharpness_s"] = self.times.get("sharpness_s", 0.0) + time.perf_counter() - start
 
     def _flush(self) -> None:
         rows, local, self.rows, self.local_rows = self.rows, self.local_rows, [], []
