@@ -50,14 +50,23 @@ def _holds(h) -> str:
 
 def _libra_fit(lib: dict) -> str:
     """The §3.4 fit line: its T* only when both coefficients are identified (off their bound 0)."""
-    coefs = ", ".join(f"{k} = {lib[k]:.3g} (unconstrained 95% CI [{lib[k + '.ci'][0]:.3g}, {lib[k + '.ci'][1]:.3g}])"
-                      for k in ("phi1", "phi2"))
-    head = f"Libra §3.4 fit e_t = phi1 s_t + phi2 g_t: {coefs}"
+    coefs = ", ".join(f"{k} = {lib[k]:.3g}" + _unconstrained(lib[k], lib[k + ".ci"]) for k in ("phi1", "phi2"))
+    head = f"Libra §3.4 fit e_t = phi1 s_t + phi2 g_t (phi >= 0): {coefs}"
     if lib["fit_degenerate"]:
         what = ("the stability term is not identified by this run" if "phi1" in lib["fit_on_bound"]
                 else "the gradient term is not identified by this run")
         return f"{head}: degenerate ({' and '.join(lib['fit_on_bound'])} on its bound 0; {what}), no fitted T*"
     return f"{head}: fitted T* = {lib['T_star_fit']} ({lib['regime_fit']})"
+
+
+def _unconstrained(value: float, ci) -> str:
+    """The 95% interval printed beside a constrained (phi >= 0) estimate belongs to the *unconstrained*
+    least-squares estimate: said so, and when it excludes the value shown, said plainly why."""
+    lo, hi = ci
+    text = f" (the unconstrained estimate's 95% CI [{lo:.3g}, {hi:.3g}]"
+    if lo <= value <= hi or not (lo == lo and hi == hi):
+        return text + ")"
+    return text + ": the constraint phi >= 0 moved the fit outside it)"
 
 
 def _flat(row: dict) -> dict:

@@ -71,3 +71,108 @@ class Tanh(nn.Module):
 
 def tanh_net(task):
     return Tanh(int(np.prod(task.input_shape)), task.num_classes)
+
+
+def missing_hp_bound(st):
+    """Reads a hyperparameter FedAvg does not have (must be named, not reported as 'unavailable')."""
+    return plain_bound(st) if st.hp["beta"] else []
+
+
+# Misbehaving plug-ins (tests/test_bad_inputs.py): each must be one line naming it and what is wrong.
+class InitRaises(Algorithm):
+    name = "init_raises"
+
+    def __init__(self, params=None):
+        raise RuntimeError("no config file found")
+
+
+class StepReturnsTensor(Algorithm):
+    name = "step_returns_tensor"
+
+    def client_step(self, ctx, step, y, local, g):
+        return y - step.lr * g
+
+
+class StepWrongShape(Algorithm):
+    name = "step_wrong_shape"
+
+    def client_step(self, ctx, step, y, local, g):
+        return (y - step.lr * g)[..., :3], local
+
+
+class UndeclaredClientState(Algorithm):
+    name = "undeclared_client_state"
+    client_state = ("c",)
+
+    def client_final(self, ctx, start, y, local):
+        return {"delta": ctx.x_clients - y}, {"other": y}
+
+
+class UndeclaredLocalState(Algorithm):
+    name = "undeclared_local_state"
+
+    def client_init(self, ctx):
+        y = ctx.x_clients.clone()
+        return y, {"m": torch.zeros_like(y)}
+
+
+class ServerDropsPairs(Algorithm):
+    name = "server_drops_pairs"
+
+    def server_update(self, ctx, means):
+        return ctx.x[0], {}
+
+
+class UploadsNotADict(Algorithm):
+    name = "uploads_not_a_dict"
+
+    def client_final(self, ctx, start, y, local):
+        return ctx.x_clients - y, {}
+
+
+class HookRaises(Algorithm):
+    name = "hook_raises"
+
+    def server_update(self, ctx, means):
+        return ctx.x - means["momentum"], {}
+
+
+def three_outputs(task):
+    return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(task.input_shape)), 3))
+
+
+def wrong_width(task):
+    return nn.Sequential(nn.Flatten(), nn.Linear(10, task.num_classes))
+
+
+def with_batchnorm(task):
+    d = int(np.prod(task.input_shape))
+    return nn.Sequential(nn.Flatten(), nn.Linear(d, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, task.num_classes))
+
+
+def with_dropout(task):
+    d = int(np.prod(task.input_shape))
+    return nn.Sequential(nn.Flatten(), nn.Linear(d, 16), nn.Dropout(0.5), nn.ReLU(), nn.Linear(16, task.num_classes))
+
+
+def _six_changed(opts, **changes) -> Task:
+    import dataclasses
+
+    task = six_clients(opts)
+    return dataclasses.replace(task, **{k: v(task) for k, v in changes.items()})
+
+
+def six_with_nan(opts):
+    def train_x(task):
+        xs = [x.copy() for x in task.train_x]
+        xs[2][3, 1] = xs[4][0, 0] = np.nan
+        return xs
+    return _six_changed(opts, train_x=train_x)
+
+
+def six_without_test(opts):
+    return _six_changed(opts, test_x=lambda t: t.test_x[:0], test_y=lambda t: t.test_y[:0])
+
+
+def six_with_text(opts):
+    return _six_changed(opts, train_x=lambda t: [np.full(x.shape, "a") for x in t.train_x])

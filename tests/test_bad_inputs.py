@@ -23,6 +23,7 @@ from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file
 from tests.helpers import cli
 
 DIGITS_D = 64 * 64 + 64 + 64 * 10 + 10  # parameters of the default digits MLP
+PLUG = "tests.plugin_fixtures"
 
 
 def _npz(path, **changes):
@@ -72,6 +73,7 @@ FILES = {
     "npz_y_test_outside": lambda p: _npz(p, x_test=np.ones((5, 3)), y_test=np.array([0, 1, 2, 7, 9])),
     "npz_text_x": lambda p: _npz(p, x=np.full((60, 3), "a")),
     "npz_big_label": lambda p: _npz(p, y=np.r_[np.zeros(59, np.int64), 10 ** 8]),
+    "npz_million_label": lambda p: _npz(p, y=np.r_[np.arange(59) % 3, 10 ** 6]),
     "small_cifar": lambda p: write_cifar(p, "cifar10", train=600, test=20),
     "cifar_label_10": _cifar_label_10,
     "float_mnist": _float_idx,
@@ -226,7 +228,9 @@ PAIR = [
     (["--pairs", str(10 ** 6)], "available"),
     (["--hidden", str(10 ** 8)], "available"),
     (["--task", "npz", "--npz-path", "@npz_big_label", "--clients", "4", "--heldout-clients", "2", "--batch-size",
-      "full"], "available"),
+      "full"], "has labels up to 100000000 (a 100,000,001-class output layer) but only 2 distinct labels"),
+    (["--task", "npz", "--npz-path", "@npz_million_label", "--clients", "4", "--heldout-clients", "2"],
+     "has labels up to 1000000 (a 1,000,001-class output layer)"),
     # npz files: non-finite values, labels outside the training range, non-numeric arrays
     (["--task", "npz", "--npz-path", "@npz_nan_x", "--clients", "4", "--heldout-clients", "2"], "7 non-finite values in x "),
     (["--task", "npz", "--npz-path", "@npz_inf_x", "--clients", "4", "--heldout-clients", "2"], "3 non-finite values in x "),
@@ -236,6 +240,27 @@ PAIR = [
     (["--task", "npz", "--npz-path", "@npz_y_test_outside", "--clients", "4", "--heldout-clients", "2"],
      "2 y_test labels outside the training labels 0..2"),
     (["--task", "npz", "--npz-path", "@npz_text_x", "--clients", "4", "--heldout-clients", "2"], "x of dtype <U1"),
+    # plug-ins that misbehave: named, with what is wrong (hooks are tried on round 1 before anything is written)
+    *[(["--algo", f"{PLUG}:{name}", "--pairs", "1"], f"invalid algo='{PLUG}:{name}': {what}") for name, what in [
+        ("InitRaises", "the plug-in raised RuntimeError: no config file found"),
+        ("StepReturnsTensor", "its client_step returned a Tensor, expected a tuple (y, local state)"),
+        ("StepWrongShape", f"its client_step returned y of shape [1, 2, 5, 3], expected a tensor of shape "
+                           f"[1, 2, 5, {DIGITS_D}]"),
+        ("UndeclaredClientState", "its client_final returned client state ['other'], but the algorithm declares"),
+        ("UndeclaredLocalState", "its client_init returned local state ['m'], but the algorithm declares []"),
+        ("ServerDropsPairs", f"its server_update returned x of shape [2, {DIGITS_D}], expected a tensor of shape "
+                             f"[1, 2, {DIGITS_D}]"),
+        ("UploadsNotADict", "its client_final returned uploads as a Tensor, expected a non-empty dict"),
+        ("HookRaises", "its server_update raised KeyError: 'momentum'"),
+    ]],
+    (["--model", f"{PLUG}:three_outputs"], "returns outputs of shape [2, 3] for a batch of 2, the classification "
+                                           "task 'digits' needs [2, 10]"),
+    (["--model", f"{PLUG}:wrong_width"], "its forward pass on the task's inputs (shape [batch, 1, 8, 8]) raised"),
+    (["--model", f"{PLUG}:with_batchnorm"], "layer 2 (BatchNorm1d) keeps running statistics"),
+    (["--model", f"{PLUG}:with_dropout"], "layer 2 (Dropout) draws random masks from torch's global generator"),
+    (["--task", f"{PLUG}:six_with_nan"], "2 non-finite values in x"),
+    (["--task", f"{PLUG}:six_without_test"], "its test set is empty"),
+    (["--task", f"{PLUG}:six_with_text"], "x of dtype <U1 (need integer or float numbers)"),
     # idx files of the wrong type, labels beyond the classes
     (["--task", "mnist", "--data-dir", "@float_mnist", "--clients", "4"], "float32"),
     (["--task", "mnist", "--data-dir", "@mnist_label_12", "--clients", "4"], "labels outside 0..9 (0 training, 10 test"),

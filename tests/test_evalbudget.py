@@ -57,3 +57,19 @@ def test_reduced_evaluation_ends_with_the_exact_metrics_and_records_times(tmp_pa
     assert t["total_s"] == pytest.approx(t["wall_s"] + t["constants_s"])
     assert 0 < t["eval_share"] < 1 and 0 < t["constants_share"] < 1
     assert "30% of the data" in s["evaluation"]
+
+
+def test_time_line_has_the_sharpness_share_including_round_0_and_no_estimated_share(tmp_path):
+    """The start line prints the schedule only (its share was a sample-work model that disagreed with the
+    measured time); the summary's shares are measured, sharpness (round 0's included) among them."""
+    from stabkit.store.summary import format_summary
+
+    cfg = RunConfig(task="quadratic", rounds=2, pairs=1, local_steps=2, sharpness_rounds=(0,), constants=False,
+                    task_options=TaskOptions(clients=4, heldout_clients=2, quad_dim=4))
+    run = PairedRun(cfg)
+    assert "of the run" not in run.describe_evaluation()
+    summary = run.run(tmp_path / "r")
+    t = json.loads((tmp_path / "r" / "summary.json").read_text())["time"]
+    assert t["sharpness_s"] > 0 and 0 < t["sharpness_share"] < 1
+    assert t["wall_s"] >= t["train_s"] + t["eval_s"] + t["sharpness_s"]  # round 0's work inside the total
+    assert ", sharpness " in format_summary(summary)

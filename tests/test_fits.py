@@ -154,3 +154,30 @@ def test_compare_and_tightness_numbers():
     assert compare_level(3.0, 12.0) == pytest.approx(0.25)
     np.testing.assert_allclose(tightness([1.0, 4.0, 9.0], [0.0, 2.0, 3.0]), [np.nan, 2.0, 3.0])
     np.testing.assert_allclose(tightness([4.0, 6.0], [[1.0, 2.0], [3.0, 4.0]]), [2.0, 2.0])
+
+
+def test_a_rate_on_its_bound_is_printed_as_degenerate():
+    """A linear curve: the exponential law's rate r ends on the lower end of its range, and its bootstrap
+    'interval' is that bound itself; the table says degenerate instead of printing it like a real fit."""
+    import numpy as np
+
+    from stabkit.analysis.fits import fit_growth
+
+    t = np.arange(21.0)
+    curves = 0.3 * t[None] + np.random.default_rng(0).normal(0, 1e-3, (4, 21))
+    fit = fit_growth(t, curves, bootstrap=20)
+    assert fit.fits["exponential"].on_bound == ("r",) and fit.fits["power"].on_bound == ()
+    row = next(line for line in fit.table().splitlines() if line.startswith("exponential"))
+    assert "r=5.001e-08 (on its bound: degenerate)" in row and "[5e-08" not in row
+    assert "p=0.9999 [1, 1]" in fit.table()  # an identified parameter keeps its interval
+
+
+def test_libra_line_says_whose_interval_it_prints():
+    from stabkit_cli.bounds import _libra_fit
+
+    lib = {"phi1": 0.2, "phi1.ci": (0.1, 0.3), "phi2": 1.1, "phi2.ci": (2.75, 2.88), "fit_degenerate": False,
+           "T_star_fit": 12, "regime_fit": "overfitting"}
+    line = _libra_fit(lib)
+    assert "phi1 = 0.2 (the unconstrained estimate's 95% CI [0.1, 0.3])" in line
+    assert ("phi2 = 1.1 (the unconstrained estimate's 95% CI [2.75, 2.88]: the constraint phi >= 0 moved the fit "
+            "outside it)") in line

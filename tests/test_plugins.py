@@ -244,3 +244,19 @@ def test_task_and_model_entry_points(tmp_path, capsys, monkeypatch):
     assert (cfg["task"], cfg["model"], cfg["task_options"]["clients"]) == ("six", "tanh", 6)
     code, _, err = cli(["pair", "--task", "sixx", "--quiet"], capsys)
     assert code == 2 and "invalid task='sixx': one of digits," in err and ", six, or an import path" in err
+
+
+def test_bound_reading_a_hyperparameter_the_algorithm_lacks_says_so(tmp_path, capsys, monkeypatch):
+    """Not a silent 'unavailable' row (that is for missing constants): one line naming the bound, the key
+    and the hyperparameters the run has."""
+    from importlib.metadata import EntryPoint
+
+    run_pair(RunConfig(rounds=3, pairs=1, constants=False), out=tmp_path / "r")
+    installed = {"fedavg": EntryPoint("fedavg", "tests.plugin_fixtures:missing_hp_bound", "stabkit.bounds")}
+    monkeypatch.setattr(bounds_base.plugins, "installed", lambda kind: installed if kind == "bound" else {})
+    monkeypatch.setattr(bounds_base, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.setattr(bounds_base, "_REGISTRY", {k: list(v) for k, v in bounds_base._REGISTRY.items()})
+    code, out, err = cli(["bounds", str(tmp_path / "r"), "--bootstrap", "0"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert ("invalid bound='fedavg.missing_hp_bound' (tests.plugin_fixtures:missing_hp_bound): reads hyperparameter "
+            "'beta', which fedavg does not have (its hyperparameters: none)") in err

@@ -23,6 +23,7 @@ k = shape parameters + 1 for that variance: AIC = n*(log(2*pi*RSS/n) + 1) + 2k, 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -67,6 +68,7 @@ LAWS = {
     "exponential": Law("exponential", lambda t, r: np.expm1(r * t), "r", lambda tmax: (1e-6 / tmax, 40.0 / tmax)),
 }
 ALL = tuple(LAWS)
+BOUND_TOL = 0.01  # a shape parameter within 1% of an end of its range sits on that bound (least_squares nudges it in)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class LawFit:
     n: int
     converged: bool
     t_h: float = 0.0
+    on_bound: tuple = ()  # parameters that ended on a bound of their range: a degenerate fit of that law
 
     def predict(self, t) -> np.ndarray:
         """The fitted law at rounds ``t`` (zero before the offset t_h)."""
@@ -121,10 +124,12 @@ class GrowthFit:
 
     def table(self) -> str:
         """The fit table as text: law, parameters [95% CI if bootstrapped], R², BIC, delta-BIC, Akaike weight;
-        ``*`` marks the best law."""
+        ``*`` marks the best law; a parameter that ended on a bound of its range is printed as degenerate
+        (its "interval" would be the bound itself, e.g. r=5e-08 [5e-08, 5e-08])."""
         lines = [f"{'law':<12} {'params [95% CI]':<52} {'R²':>8} {'BIC':>10} {'ΔBIC':>8} {'w_AIC':>6}"]
         for name, f in self.fits.items():
-            ps = ", ".join(f"{p}={v:.4g}" + (f" [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else "")
+            ps = ", ".join(f"{p}={v:.4g}" + (" (on its bound: degenerate)" if p in f.on_bound else
+                                              f" [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else "")
                            for p, v in f.params.items() for lo, hi in [self.ci[name][p]])
             mark = " *" if name == self.best else ""
             lines.append(f"{name:<12} {ps:<52} {f.r2:>8.4f} {f.bic:>10.2f} {self.delta_bic[name]:>8.2f} "
@@ -197,7 +202,10 @@ def _fit_point(law: Law, t, y, t_h: float) -> LawFit:
                         bounds=([0.0, lo], [np.inf, hi]), x_scale="jac")
     # least_squares nudges a start on a bound (c = 0 for a flat-zero curve) inside: keep the better point
     params, rss = (res.x, 2.0 * res.cost) if 2.0 * res.cost <= rss[0] else (start[0], rss[0])
-    return _law_fit(law, t, y, params, float(rss), bool(res.success), t_h)
+    fit = _law_fit(law, t, y, params, float(rss), bool(res.success), t_h)
+    edge = [name for name, v, bound in zip(law.param_names, params, ((0.0, np.inf), (lo, hi)))
+            if v <= bound[0] * (1 + BOUND_TOL) or v >= bound[1] * (1 - BOUND_TOL)]
+    return dataclasses.replace(fit, on_bound=tuple(edge))
 
 
 def _as_curves(t, curves) -> tuple[np.ndarray, np.ndarray]:

@@ -108,6 +108,7 @@ def plot_gap(analyses, out: Path) -> list:
             axis.fill_between(g.mean().index, g.min().values, g.max().values, color=color, alpha=0.2)
             axis.set(xlabel="round t", title=title)
     ax.set_ylabel("generalisation gap")
+    axc.set_ylabel(r"client-level gap $R_u - R_e$ (unseen − seen clients' risk)")
     ax.legend(fontsize=7)
     return save(fig, out, "gap")
 

@@ -10,7 +10,9 @@ lower bound made of the allocations that scale with the options (so a refusal is
 * models: ``R x 2`` global models, the algorithm's server state, its per-client state (one row per
   physical client), and about six ``[R, 2, s, d]`` client tensors per local step (models, gradients,
   start points, uploads);
-* inputs: one local step's minibatch gathered for all ``R x 2 x s`` clients.
+* inputs: one local step's minibatch gathered for all ``R x 2 x s`` clients;
+* outputs: that minibatch's logits and their gradient (a million-class output layer is mostly this and
+  the models; an npz label range far wider than the labels used is refused before, by the npz loader).
 
 Available memory is the kernel's ``MemAvailable`` (CPU) or the device's free memory (CUDA).
 """
@@ -24,6 +26,7 @@ import numpy as np
 from stabkit.errors import ConfigError
 
 CLIENT_TENSORS = 6  # [R, 2, s, d] tensors alive during a local step (models, gradients, start, uploads, ...)
+OUTPUT_COPIES = 2  # [R, 2, s, B, classes] tensors of a local step's backward (the logits and their gradient)
 GIB = 1 << 30
 
 
@@ -66,8 +69,10 @@ def run_bytes(cfg, task, d: int, algo, itemsize: int) -> tuple[float, str]:
                                     + CLIENT_TENSORS * s)
     batch = int(sizes.max()) if cfg.batch_size == "full" else cfg.batch_size
     inputs = R * 2 * s * batch * numel * xsize
+    outputs = R * 2 * s * batch * max(1, task.num_classes) * itemsize * OUTPUT_COPIES
     parts = {f"data ({rows} client rows)": data,
              f"models and state ({R} pairs x 2 x {s} clients x {d:,} parameters)": state,
-             f"one local step's inputs ({R * 2 * s} clients x batch {batch})": inputs}
+             f"one local step's inputs ({R * 2 * s} clients x batch {batch})": inputs,
+             f"one local step's outputs ({R * 2 * s * batch} samples x {max(1, task.num_classes):,} outputs)": outputs}
     largest = max(parts, key=parts.get)
     return float(sum(parts.values())), largest

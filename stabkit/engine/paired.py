@@ -225,6 +225,17 @@ class PairedEngine:
         return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
                            self.grad_evals / cfg.local_steps, y if keep_clients else None)
 
+    def try_round(self) -> None:
+        """Run round 1 once and put the state back exactly (a plug-in algorithm's hooks are checked by
+        :class:`~stabkit.engine.contract.CheckedAlgorithm` before the run writes anything)."""
+        saved = (self.x.clone(), {n: v.clone() for n, v in self.server.items()},
+                 {n: v.clone() for n, v in self.client_state.items()})
+        try:
+            self.step(0)
+        finally:
+            self.x, self.server, self.client_state = saved
+            self.grad_evals = 0
+
     def _declared(self, kind: str, state: dict) -> dict:
         """``state`` unchanged, after checking that it holds exactly the algorithm's declared ``kind``
         (``local_state``, ``client_state`` or ``server_state``): every hook returns its state whole."""

@@ -70,11 +70,13 @@ def _contours(results, key, out, name, xlabel, ylabel):
 
 def _dots(ax, dots):
     c = np.asarray(dots["clients"])
+    # the server, the client mean and the other trajectory often (nearly) coincide: a large hollow ring, a
+    # cross and a small triangle drawn in that order stay visible on top of each other
     ax.scatter(c[:, 0], c[:, 1], s=22, color="tab:blue", edgecolor="white", lw=0.6, label="client models", zorder=3)
-    ax.scatter(*dots["client_mean"], s=40, marker="x", color="tab:blue", label="client mean", zorder=3)
-    ax.scatter(0, 0, s=55, color="red", edgecolor="white", lw=0.6, label="server model", zorder=4)
+    ax.scatter(0, 0, s=110, facecolor="none", edgecolor="red", lw=1.6, label="server model", zorder=4)
+    ax.scatter(*dots["client_mean"], s=55, marker="x", color="orange", lw=1.6, label="client mean", zorder=5)
     if "other trajectory" in dots:
-        ax.scatter(*dots["other trajectory"], s=35, marker="^", color="black", label="other trajectory", zorder=4)
+        ax.scatter(*dots["other trajectory"], s=18, marker="^", color="black", label="other trajectory", zorder=6)
 
 
 def _surfaces(results, key, out, name):
@@ -83,8 +85,9 @@ def _surfaces(results, key, out, name):
     for ax, (label, r) in zip(axes, results):
         s = r[key]
         A, B = np.meshgrid(s["a"], s["b"])
-        train = np.minimum(s["surface"]["train"], levels[-1])
-        test = np.minimum(s["surface"]["test"], levels[-1])
+        # values above the top level are left out (holes), not clipped to a flat plateau that looks like data
+        train = np.where(s["surface"]["train"] <= levels[-1], s["surface"]["train"], np.nan)
+        test = np.where(s["surface"]["test"] <= levels[-1], s["surface"]["test"], np.nan)
         ax.plot_surface(A, B, train, cmap="viridis", vmin=levels[0], vmax=levels[-1], alpha=0.85, lw=0)
         ax.plot_wireframe(A, B, test, color="0.35", lw=0.4, rstride=2, cstride=2)
         if key == "plane":
@@ -93,7 +96,8 @@ def _surfaces(results, key, out, name):
             ax.scatter(0, 0, s["loss_at_server"], color="red", s=30, depthshade=False)
         ax.set_zlim(levels[0], levels[-1])
         ax.set(xlabel="a" if key == "random" else "pc 1", ylabel="b" if key == "random" else "pc 2", zlabel="loss")
-        ax.set_title(f"{label}: train (surface), test (wire)", fontsize=8)
+        cut = " (above the z range: not drawn)" if np.isnan(train).any() or np.isnan(test).any() else ""
+        ax.set_title(f"{label}: train (surface), test (wire){cut}", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.view_init(elev=32, azim=-60)
     return save(fig, out, name)
@@ -115,7 +119,9 @@ def _paired(results, out):
     for (label, r), color in zip(results, colors(len(results))):
         p = r["paired"]
         ax.plot(p["s"], p["train"], color=color, lw=1.6, label=f"{label}: train, own (‖x−x′‖ = {p['distance']:.3g})")
-        ax.plot(p["s"], p["train_other"], color=color, lw=1.0, ls=":", label=f"{label}: train, neighbour's")
+        same = np.allclose(p["train_other"], p["train"], rtol=1e-4, atol=1e-9)  # would hide under the solid line
+        ax.plot(p["s"], p["train_other"], color=color, lw=1.4, ls=":", zorder=3,
+                label=f"{label}: train, neighbour's" + (" (coincides with own)" if same else ""))
         ax.plot(p["s"], p["test"], color=color, lw=1.2, ls="--", label=f"{label}: test")
     for x in (0, 1):
         ax.axvline(x, color="0.5", lw=0.8)

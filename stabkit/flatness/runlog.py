@@ -90,7 +90,8 @@ SUMMARY_COLUMNS = ("loss", "lambda_max", "lambda_ratio", "trace", "sam_0.05", "a
 
 def final_sharpness(run_dir) -> dict:
     """Means over pairs and trajectories of the last measured round of ``RUN/sharpness.csv``, as
-    ``sharp_<measure>`` columns (with ``sharp_round``); {} when the run measured none."""
+    ``sharp_<measure>`` columns (with ``sharp_round``) and their standard errors over the models
+    ``sharp_<measure>_se`` (NaN for one model); {} when the run measured none."""
     from pathlib import Path
 
     path = Path(run_dir) / "sharpness.csv"
@@ -99,4 +100,6 @@ def final_sharpness(run_dir) -> dict:
     df = pd.read_csv(path)
     last = df[df["round"] == df["round"].max()]
     cols = [c for c in last.columns if c in SUMMARY_COLUMNS or c.startswith("sam_")]
-    return {"sharp_round": int(last["round"].iloc[0]), **{f"sharp_{c}": float(last[c].mean()) for c in cols}}
+    n = len(last)  # standard errors of the means over the job's models (pairs x trajectories)
+    se = {f"sharp_{c}_se": float(last[c].std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan") for c in cols}
+    return {"sharp_round": int(last["round"].iloc[0]), **{f"sharp_{c}": float(last[c].mean()) for c in cols}, **se}

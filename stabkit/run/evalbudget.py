@@ -39,15 +39,17 @@ class EvalPlan:
 
     def describe(self, total_train: int, total_test: int) -> str:
         """One line for the user: what is evaluated, how often, and how to get exact curves."""
+        # no share of the run here: the plan's share is a sample-work model, not time; the summary's time
+        # line gives the measured share at the end
         if self.every == 1 and self.fraction >= 1:
-            cheap = f"; cheap at {total_train:,} training samples" if self.chosen else ""
-            return f"evaluation: all data every round (~{self.share:.0%} of the run{cheap})"
+            cheap = f" (cheap at {total_train:,} training samples)" if self.chosen else ""
+            return f"evaluation: all data every round{cheap}"
         how = (f"every {self.every} rounds" if self.every > 1 else "every round") + (
             f" on {self.fraction:.0%} of the data ({self.train_samples:,} of {total_train:,} training, "
             f"{self.test_samples:,} of {total_test:,} test samples)" if self.fraction < 1 else " on all data")
         how += ", all data at the last round"
-        source = ", chosen from the data size; exact curves: --eval-every 1 --eval-fraction 1" if self.chosen else ""
-        return f"evaluation: {how} (~{self.share:.0%} of the run{source})"
+        source = " (chosen from the data size; exact curves: --eval-every 1 --eval-fraction 1)" if self.chosen else ""
+        return f"evaluation: {how}{source}"
 
 
 def plan_evaluation(train: int, val: int, test: int, round_samples: float, every=None, fraction=None) -> EvalPlan:

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from stabkit import __version__, plugins
-from stabkit.algorithms import build_algorithm, resolve_hp
+from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.run.constants import estimate_constants
@@ -42,8 +42,10 @@ from stabkit.errors import ConfigError, require
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.run.init import initial_parameters
-from stabkit.engine.memory import require_memory, run_bytes
+from stabkit.engine.contract import CheckedAlgorithm
 from stabkit.engine.evaluation import Evaluator
+from stabkit.engine.memory import require_memory, run_bytes
+from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
 from stabkit.engine.perturbation import build_neighbours
 from stabkit.run.evalbudget import plan_evaluation
@@ -96,9 +98,14 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
     memory the run needs. ``make_module``: the run's module factory (default: ``cfg.model`` built for
     ``task``). Returns ``(algorithm, device)``."""
     make_module = make_module or _module_maker(cfg, task, None)[0]
-    algo = with_relaxed_init(build_algorithm(cfg.algo, cfg.hp), cfg.ri_beta, cfg.ri_aggregation)
+    algo = build_algorithm(cfg.algo, cfg.hp)
+    if cfg.algo not in ALGORITHMS:  # a plug-in: what its hooks return is checked on every call
+        algo = CheckedAlgorithm(algo, cfg.algo)
+    algo = with_relaxed_init(algo, cfg.ri_beta, cfg.ri_aggregation)
     with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
-        d = sum(p.numel() for p in make_module().parameters())
+        module = make_module()
+        check_module(module, task, cfg.model or task.default_model)
+        d = sum(p.numel() for p in module.parameters())
     require(cfg.augment == "none" or len(task.input_shape) == 3, "augment", cfg.augment,
             f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
     largest = max(len(y) for y in task.train_y[:task.num_train_clients])
@@ -140,6 +147,8 @@ class PairedRun:
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(engine_settings(cfg), self.algo, self.model, self.data, self.nb, theta0)
+        if cfg.algo not in ALGORITHMS:  # a plug-in's hooks tried on round 1 before anything is written
+            self.engine.try_round()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
@@ -147,7 +156,7 @@ class PairedRun:
         self._full_evaluator = self.evaluator if cfg.eval_fraction >= 1 else None
         self.rows: list = []  # logged rows not yet appended to metrics.csv (all rows without a run directory)
         self.local_rows: list = []
-        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, wall_s=0.0)
+        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
         self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
@@ -241,10 +250,12 @@ class PairedRun:
         run's legend label in figures (recorded in config.json beside the configuration)."""
         out = prepare_run_dir(out, overwrite)
         self._open(out, label)
+        start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
         snapshots = {0: self.engine.x[0, 0].clone()}
         self._log_initial()
         self._sharpness(0, None, out)
         self._save_models(0)
+        self.times["wall_s"] += time.perf_counter() - start
         return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
@@ -345,7 +356,9 @@ class PairedRun:
 
     def _sharpness(self, t: int, rec, out: Path) -> None:
         if self.sharpness is not None:
+            start = time.perf_counter()
             self.sharpness.after_round(t, self.engine.x, rec, out)
+            self.times["sharpness_s"] = self.times.get("sharpness_s", 0.0) + time.perf_counter() - start
 
     def _flush(self) -> None:
         rows, local, self.rows, self.local_rows = self.rows, self.local_rows, [], []

@@ -74,7 +74,8 @@ class RunWriter:
         summary.update(notes)
         total = times["wall_s"] + times["constants_s"]
         summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
-                           "constants_share": times["constants_s"] / total if total else 0.0}
+                           "constants_share": times["constants_s"] / total if total else 0.0,
+                           "sharpness_share": times.get("sharpness_s", 0.0) / total if total else 0.0}
         atomic_write_json(self.out / "summary.json", summary)
         return summary
 

@@ -59,7 +59,9 @@ def format_summary(s: dict) -> str:
                      f"test acc {s['final_test_acc']['mean']:.3f}")
     if "time" in s:
         t = s["time"]
+        sharp = f", sharpness {t['sharpness_share']:.0%}" if t.get("sharpness_share") else ""
         lines.append(f"time: {t['total_s']:.3g} s (training {t['train_s'] / t['total_s']:.0%}, evaluation "
-                     f"{t['eval_share']:.0%}, constants {t['constants_share']:.0%})" if t["total_s"] else "time: 0 s")
+                     f"{t['eval_share']:.0%}{sharp}, constants {t['constants_share']:.0%})" if t["total_s"]
+                     else "time: 0 s")
     lines.append(f"written to {s['out']}")
     return "\n".join(lines)

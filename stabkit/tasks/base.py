@@ -90,9 +90,27 @@ def check_task(task, label: str) -> None:
     test_x, test_y = np.asarray(task.test_x), np.asarray(task.test_y)
     need(len(test_x) == len(test_y) and tuple(test_x.shape[1:]) == shape,
          f"test_x must be [n, *input_shape] with one label each (shape {test_x.shape}, {len(test_y)} labels)")
+    need(len(test_x) >= 1, "its test set is empty (test_x has 0 samples; the test loss and gap need >= 1)")
+    for split, arrays in (("x", [*task.train_x, *task.val_x, test_x]), ("y", [*task.train_y, *task.val_y, test_y])):
+        _check_numbers(need, split, arrays)
     if task.kind == "classification":
         need(isinstance(task.num_classes, int) and task.num_classes >= 2, "a classification task needs num_classes >= 2")
         for y in [*task.train_y, *task.val_y, test_y]:
             y = np.asarray(y)
             need(np.issubdtype(y.dtype, np.integer) and (len(y) == 0 or 0 <= y.min() <= y.max() < task.num_classes),
                  f"classification labels must be integers in [0, {task.num_classes})")
+
+
+def _check_numbers(need, name: str, arrays: list) -> None:
+    """Numbers only (integer or floating, as the npz loader requires), every one finite as float32: a NaN
+    or inf in the data is refused here with the count, not met later as a run diverging at round 1."""
+    bad, dtypes = 0, set()
+    for a in arrays:
+        a = np.asarray(a)
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+            dtypes.add(str(a.dtype))
+        elif np.issubdtype(a.dtype, np.floating):
+            with np.errstate(over="ignore"):
+                bad += int(a.size - np.count_nonzero(np.isfinite(a.astype(np.float32))))
+    need(not dtypes, f"{name} of dtype {sorted(dtypes)[0] if dtypes else ''} (need integer or float numbers)")
+    need(not bad, f"{bad} non-finite values in {name} (NaN, inf, or beyond float32's range)")

@@ -27,6 +27,12 @@ from stabkit.config.taskoptions import TaskOptions
 EXPECTED = "expected arrays x [N,...], y [N], client [N], optional x_test, y_test"
 
 
+# Integer labels are class indices: a label range this much wider than the labels used (one stray label of
+# 10^6) would build a huge output layer whose memory the run estimate cannot fully foresee; refused up front.
+SPARSE_CLASSES = 1000  # label ranges up to this many classes are always accepted
+SPARSE_RATIO = 100  # beyond it, at least 1 in SPARSE_RATIO classes must occur in y or y_test
+
+
 def _fail(path: str, problem: str) -> ConfigError:
     """The one-line error for a malformed file: the file, the problem, the expected format."""
     return ConfigError(f"npz file {path} {problem}: {EXPECTED}")
@@ -113,6 +119,11 @@ def build_npz(opts: TaskOptions, rng: np.random.Generator) -> Task:
         y, test_y = y.astype(np.float32), test_y.astype(np.float32)
     x, test_x = x.astype(np.float32), test_x.astype(np.float32)
     num_classes = int(max(y.max(), test_y.max(initial=0))) + 1 if classification else 0
+    used = len(np.union1d(y, test_y)) if classification else 0
+    if num_classes > SPARSE_CLASSES and used < num_classes / SPARSE_RATIO:
+        raise _fail(path, f"has labels up to {num_classes - 1} (a {num_classes:,}-class output layer) but only "
+                          f"{used} distinct labels; integer labels are class indices 0..C-1: renumber them "
+                          f"(np.unique(y, return_inverse=True))")
     return Task(
         name="npz", kind="classification" if classification else "regression",
         num_classes=num_classes, input_shape=tuple(x.shape[1:]),

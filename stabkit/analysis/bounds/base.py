@@ -69,6 +69,18 @@ PAPERS = {"fedsagd": "FedSAGD", "fedswa": "FedSWA", "libra": "Libra", "fedinit":
           "hardt": "Hardt et al. 2016"}
 
 
+class UnknownHyperparameter(KeyError):
+    """``setting.hp[name]`` for a name the run's algorithm does not have."""
+
+
+class Hyperparameters(dict):
+    """The run's hyperparameters; a missing name raises :class:`UnknownHyperparameter` (so a bound reading
+    one its algorithm lacks is named as such, not reported as a missing constant)."""
+
+    def __missing__(self, name):
+        raise UnknownHyperparameter(name)
+
+
 @dataclass
 class Setting:
     """What bounds need from a run: its configuration, estimated constants and measured curves."""
@@ -87,6 +99,9 @@ class Setting:
     constants: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # knobs of the bounds themselves, not of the algorithm (OPTIONS)
+
+    def __post_init__(self):
+        self.hp = Hyperparameters(self.hp)
 
     def param(self, name: str):
         """A hyperparameter of the run's algorithm by its own name (ValueError naming a missing one)."""
@@ -238,6 +253,10 @@ def bounds_for(setting: Setting) -> list:
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # an exponential bound may be vacuous (inf)
                 result = fn(setting)
+        except UnknownHyperparameter as e:  # a bug of the bound, not a constant this run lacks
+            raise ConfigError(f"invalid bound={name!r} ({plugins.import_path_of(fn) or repr(fn)}): reads "
+                              f"hyperparameter {e.args[0]!r}, which {setting.algo} does not have (its "
+                              f"hyperparameters: {', '.join(sorted(setting.hp)) or 'none'})") from None
         except KeyError as e:
             missing = e.args[0] if e.args else str(e)
             nan = np.full(setting.T + 1, np.nan)
