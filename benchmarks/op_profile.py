@@ -1,11 +1,14 @@
 """Where a workload's round time goes: torch.profiler's op table for a few rounds of one workload.
 
-    .venv/bin/python benchmarks/op_profile.py W2 [--pairs 8] [--rounds 2] [--device cpu] [--rows 15]
+    .venv/bin/python benchmarks/op_profile.py W2 [--pairs 8] [--rounds 2] [--threads 1] [--device cpu] [--rows 15]
 
 The profiles behind the engine's fast paths came from this script: on W2 (LeNet-5, 8 pairs) the
 torch.func path spent its time in ``convolution_backward`` and in max-pool forwards recomputed inside
-``vmap``'s backward, and ``y - lr * g`` cost two passes over [160, 44426] floats per local step; see the
-README's Performance section for what each fix bought.
+``vmap``'s backward, and ``y - lr * g`` cost two passes over [160, 44426] floats per local step; on W1
+(logistic regression, 8 pairs, one thread) a quarter of the round was ``log_softmax`` over 10 classes (a
+slow CPU kernel in torch 2.13), which the written-out softmax - one-hot gradient replaced; see the README's
+Performance section for what each fix bought. Runs at one intra-op thread by default (``--threads``), the
+setting the README's ratios are measured at.
 """
 from __future__ import annotations
 
@@ -21,11 +24,13 @@ from benchmarks.workloads import workloads  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
 
 
-def profile_workload(name: str, pairs: int, rounds: int, device: str, rows: int) -> str:
-    """The op table (self time, descending) of ``rounds`` rounds of workload ``name``, plus one evaluation
-    where the benchmark times evaluation."""
+def profile_workload(name: str, pairs: int, rounds: int, device: str, rows: int, threads: int = 1) -> str:
+    """The op table (self time, descending) of ``rounds`` rounds of workload ``name`` at ``threads`` intra-op
+    threads, plus one evaluation where the benchmark times evaluation."""
     w = workloads(1.0, device)[name]
+    torch.set_num_threads(threads)
     run = PairedRun(w.config(pairs), task=w.task())
+    run.engine.threads = threads
     torch.use_deterministic_algorithms(True)  # as PairedRun.run does
     rec = run.engine.step(0)  # warm-up
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
@@ -45,8 +50,9 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--rows", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads")
     args = ap.parse_args(argv)
-    print(profile_workload(args.workload, args.pairs, args.rounds, args.device, args.rows))
+    print(profile_workload(args.workload, args.pairs, args.rounds, args.device, args.rows, args.threads))
 
 
 if __name__ == "__main__":

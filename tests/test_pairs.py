@@ -120,3 +120,17 @@ def test_batched_engine_equals_a_plain_loop_over_clients():
         run.step()
         torch.testing.assert_close(run.engine.x, expected, rtol=0, atol=1e-12)
     assert run.engine.discrepancy().min() > 0
+
+
+def test_one_sort_for_both_trajectories_gives_the_per_trajectory_indices():
+    """batch_positions sorts once when both trajectories' clients are equally large; the indices must be the
+    ones sorting each trajectory separately gives (the general path), ragged sizes and several epochs included."""
+    from stabkit.engine.sampling import _positions
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(7, 40, (3, 1, 5)).repeat(2, axis=1)
+    shared = batch_positions(11, 4, sizes, 6, 9)  # 54 samples per client: several epochs for the small ones
+    assert shared.shape == (3, 2, 5, 6, 9) and shared.flags.writeable
+    assert np.array_equal(shared, _positions(11, 4, sizes, 6, 9))
+    sizes[1, 1, 2] += 3  # a neighbour with more samples: the general path, trajectory 0 unaffected
+    ragged = batch_positions(11, 4, sizes, 6, 9)
+    assert np.array_equal(ragged[:, 0], shared[:, 0]) and not np.array_equal(ragged[1, 1, 2], shared[1, 1, 2])

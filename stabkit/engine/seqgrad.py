@@ -47,15 +47,18 @@ class Linear:
     def forward(self, h, form, theta, P):
         w = theta[:, : self.out * self.inp].view(P, self.out, self.inp)
         b = theta[:, None, self.out * self.inp:] if self.bias else None
+        if h.dim() == 3 and b is not None:  # [P, B, in]: bias and product in one baddbmm (no matmul reshapes)
+            return torch.baddbmm(b, h, w.transpose(1, 2)), "models", (h, w)
         y = torch.matmul(h, w.transpose(1, 2))  # [P, B, out]; a shared [N, in] broadcasts over models
         return (y if b is None else y.add_(b)), "models", (h, w)
 
     def backward(self, dh, saved, need_input):
         h, w = saved
-        grads = [torch.matmul(dh.transpose(1, 2), h).flatten(1)]
+        gw = torch.bmm(dh.transpose(1, 2), h) if h.dim() == 3 else torch.matmul(dh.transpose(1, 2), h)
+        grads = [gw.flatten(1)]
         if self.bias:
             grads.append(dh.sum(1))
-        return (torch.matmul(dh, w) if need_input else None), grads
+        return (torch.bmm(dh, w) if need_input else None), grads
 
 
 class Conv2d:
