@@ -108,13 +108,13 @@ def test_figure_and_report_directories_that_cannot_be_written(runs, tmp_path, ca
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     code, out, err = cli(["bounds", str(runs["long"]), "--plot", "--out", str(blocker / "fig")], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Not a directory" in err
-    import stabkit.store.runstore as runstore
+    assert code == 2 and out == "" and err.count("\n") == 1 and "is a file, so no directory can be created" in err
+    import stabkit.store.outdir as outdir
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(runstore.tempfile, "NamedTemporaryFile", read_only)
+    monkeypatch.setattr(outdir.tempfile, "NamedTemporaryFile", read_only)
     code, out, err = cli(["bounds", str(runs["long"]), "--plot", "--out", str(tmp_path / "ro")], capsys)
     assert code == 2 and err.count("\n") == 1 and "Read-only file system" in err
 
