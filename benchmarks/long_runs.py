@@ -24,14 +24,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stabkit.config.runconfig import CHECKPOINT_EVERY, RunConfig  # noqa: E402
+from stabkit.config.taskoptions import TaskOptions  # noqa: E402
 from stabkit.engine.evaluation import Evaluator  # noqa: E402
 from stabkit.engine.paired import PairedEngine  # noqa: E402
 from stabkit.fixtures import write_cifar  # noqa: E402
-from stabkit.store.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from stabkit.config.runconfig import CHECKPOINT_EVERY, RunConfig  # noqa: E402
 from stabkit.run.experiment import PairedRun, engine_settings, resume_config  # noqa: E402
 from stabkit.store.atomic import atomic_write_json  # noqa: E402
-from stabkit.config.taskoptions import TaskOptions  # noqa: E402
+from stabkit.store.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 
 EPOCHS, BATCH, CLIENTS, PER_ROUND = 5, 50, 100, 10
 

@@ -34,12 +34,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.run import gemm_peak, machine, sync  # noqa: E402
 from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.config.presets import preset_values  # noqa: E402
 from stabkit.config.runconfig import RunConfig  # noqa: E402
 from stabkit.engine.evaluation import Evaluator  # noqa: E402
-from stabkit.run.evalbudget import plan_evaluation  # noqa: E402
 from stabkit.run.estimate import estimate_run, peak_bytes, with_fixture_data  # noqa: E402
+from stabkit.run.evalbudget import plan_evaluation  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
-from stabkit.config.presets import preset_values  # noqa: E402
 
 PRESETS = ("fedsagd-cifar10", "fedswa-cifar100")
 TARGET_PAIRS = 8

@@ -14,9 +14,9 @@ from typing import Callable
 import numpy as np
 
 from stabkit import RunConfig
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks import build_task
 from stabkit.tasks.base import Task
-from stabkit.config.taskoptions import TaskOptions
 
 
 @dataclass

@@ -30,7 +30,8 @@ from stabkit.errors import ConfigError
 @click.option("--plot", is_flag=True, help="draw the contour and surface figures (PNG + PDF)")
 def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
-    from stabkit.flatness.landscape import LandscapeSettings, chosen_round, landscape as compute
+    from stabkit.flatness.landscape import LandscapeSettings, chosen_round
+    from stabkit.flatness.landscape import landscape as compute
     from stabkit.run.experiment import rebuilt_engine
     from stabkit.store.atomic import atomic_write_json
     from stabkit.store.outdir import check_writable, prepare_dir

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import click
 
-from stabkit.config.runconfig import RunConfig, read_mapping
-from stabkit.errors import ConfigError
 from stabkit.config.presets import preset_reading, preset_values
+from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.config.taskoptions import TaskOptions
-
+from stabkit.errors import ConfigError
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
 

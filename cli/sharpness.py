@@ -37,7 +37,6 @@ def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fracti
     except ValueError:
         raise ConfigError(f"invalid radius={radii!r}: comma-separated numbers > 0") from None
     from stabkit.flatness.measure import SharpnessSettings
-
     from stabkit.store.outdir import check_writable
 
     settings = SharpnessSettings(radii=radii_t, sam_steps=sam_steps, directions=directions, probes=probes,

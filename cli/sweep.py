@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 
 import click
-
 import yaml
 
 from stabkit.errors import ConfigError

@@ -7,9 +7,10 @@ import pandas as pd
 from stabkit import RunConfig
 from stabkit.engine.sampling import sample_clients
 from stabkit.run.experiment import PairedRun
+
 # The two-client problem, its gradients and local training are public (stabkit.testing.problems): the suite
 # uses the ones plug-in authors get.
-from stabkit.testing.problems import A, B, K, LR, grad, local_models, run_rounds, tiny_run, tiny_task  # noqa: F401
+from stabkit.testing.problems import LR, A, B, K, grad, local_models, run_rounds, tiny_run, tiny_task  # noqa: F401
 
 # Three training clients of sizes 2, 3 and 1 (unequal on purpose), for methods with per-client state.
 A3 = [A[0], np.array([[2.0, 0.0], [1.0, 1.0], [0.5, -1.0]]), np.array([[1.0, -1.0]])]

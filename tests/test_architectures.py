@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
-from stabkit.tasks.fixtures import write_cifar, write_idx, write_leaf, write_tinyimagenet
 from stabkit.engine.flatmodel import FlatModel
-from stabkit.models.registry import build_model
 from stabkit.models.lstm import CharLSTM
+from stabkit.models.registry import build_model
 from stabkit.tasks.base import Task
+from stabkit.tasks.fixtures import write_cifar, write_idx, write_leaf, write_tinyimagenet
 
 
 def _task(shape, classes=10, integer=False):

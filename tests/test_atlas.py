@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import cli
+
 from stabkit.atlas.cells import mean_ci
 from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
 from stabkit.atlas.suites import SUITES, suite_spec_dict

@@ -4,8 +4,7 @@ import pytest
 
 from stabkit.algorithms import resolve_hp
 from stabkit.analysis.bounds import Setting, bounds_for, registered
-from stabkit.analysis.bounds.fedsagd import (FORMS, evaluate, fedsagd_constants, round_coeffs,
-                                    theta_lemma_c1)
+from stabkit.analysis.bounds.fedsagd import FORMS, evaluate, fedsagd_constants, round_coeffs, theta_lemma_c1
 from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, local_bound
 
 CIFAR = dict(beta=0.9, lam=0.01, mu=0.001)  # §3.5 paper CIFAR-10 setting: eta_l = 0.1, K = 25

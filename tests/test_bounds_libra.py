@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from stabkit.analysis.bounds import Setting, bounds_for
 from stabkit.analysis import excess_risk as er
+from stabkit.analysis.bounds import Setting, bounds_for
 from stabkit.analysis.bounds import libra as lb
 
 CONST = dict(L=2.0, sigma_l2=0.5, sigma_g2=0.3, F0=1.5, mu_pl=0.25, G=3.0, U=2.0)

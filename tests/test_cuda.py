@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions
-from stabkit.run.experiment import PairedRun, run_pair
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.models.convnets import conv_pool_net
+from stabkit.run.experiment import PairedRun, run_pair
 from stabkit.store.runstore import load_run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from stabkit import load_run
-from stabkit.errors import ConfigError
-from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file, write_leaf, write_tinyimagenet
 from stabkit.config.presets import PRESETS, preset_values
+from stabkit.errors import ConfigError
 from stabkit.tasks import TaskOptions, build_task, cifar, idx, leaf
+from stabkit.tasks.fixtures import write_cifar, write_idx, write_idx_file, write_leaf, write_tinyimagenet
 from stabkit.tasks.tinyimagenet import read_tinyimagenet
 from tests.helpers import cli
 

@@ -5,8 +5,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stabkit.analysis.fits import (MAX_POINTS, compare_level, compare_rate, fit_growth, fit_law, fit_local,
-                          local_curves, tightness)
+from stabkit.analysis.fits import (
+    MAX_POINTS,
+    compare_level,
+    compare_rate,
+    fit_growth,
+    fit_law,
+    fit_local,
+    local_curves,
+    tightness,
+)
 
 T, PAIRS = 200, 8
 t = np.arange(T + 1, dtype=float)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions, load_local, load_run, run_pair
-from stabkit.run.experiment import PairedRun
 from stabkit.engine.sampling import batch_positions
+from stabkit.run.experiment import PairedRun
 
 NULL_CONFIGS = {
     "digits-mlp-minibatch": dict(),

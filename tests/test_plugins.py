@@ -21,8 +21,8 @@ from stabkit import RunConfig, run_pair
 from stabkit.analysis.bounds import base as bounds_base
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun
-from stabkit.testing import assert_deterministic, assert_null_pair_zero, assert_reduces_to
 from stabkit.tasks import TaskOptions
+from stabkit.testing import assert_deterministic, assert_null_pair_zero, assert_reduces_to
 from tests import plugin_fixtures
 from tests.helpers import cli
 

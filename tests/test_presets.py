@@ -67,7 +67,7 @@ def test_fedlnag_code_reading_reproduces_torch_sgd_nesterov_with_its_weight_deca
     import numpy as np
     import torch
 
-    from tests.helpers import A, B, K, LR, run_rounds, tiny_run
+    from tests.helpers import LR, A, B, K, run_rounds, tiny_run
 
     wd, rounds = 1e-2, 4
     reading = preset_reading("fedsagd-cifar10", "fedlnag")

@@ -9,7 +9,7 @@ from stabkit import ConfigError, RunConfig, load_run
 from stabkit.analysis.bounds import bounds_for
 from stabkit.analysis.run_analysis import analyze, setting_from_run
 from stabkit.config.runconfig import RUN_FACTS
-from tests.helpers import K, LR, cli, grad, local_models, tiny_run
+from tests.helpers import LR, K, cli, grad, local_models, tiny_run
 
 
 def test_config_json_records_resolved_hp_of_a_run_without_hp(tmp_path, capsys):

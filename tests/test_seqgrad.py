@@ -5,11 +5,11 @@ from torch import nn
 
 import stabkit.engine.paired
 from stabkit import RunConfig, TaskOptions
-from stabkit.run.experiment import PairedRun
 from stabkit.engine.flatmodel import FlatModel
-from stabkit.models.convnets import conv_pool_net, vgg11
 from stabkit.engine.seqgrad import MaxPool2d, ReLU, compile_seq
 from stabkit.engine.threads import threads_for
+from stabkit.models.convnets import conv_pool_net, vgg11
+from stabkit.run.experiment import PairedRun
 
 MODELS = {  # name -> (kind, module factory, input shape)
     "mlp": ("classification", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.ReLU(), nn.Linear(7, 5)),
@@ -142,9 +142,9 @@ def test_runs_above_the_one_thread_threshold_are_deterministic(tmp_path):
     """Ops of >= SMALL_OP_FLOPS run on torch's threads; the same seed must still give identical metrics."""
     import numpy as np
 
+    from stabkit.engine.threads import SMALL_OP_FLOPS
     from stabkit.run.experiment import run_pair
     from stabkit.store.runstore import load_run
-    from stabkit.engine.threads import SMALL_OP_FLOPS
     cfg = RunConfig(model="cnn", rounds=4, constants=False, device="cpu")
     assert PairedRun(cfg).engine.step_flops >= SMALL_OP_FLOPS
     a = load_run(run_pair(cfg, out=tmp_path / "a")["out"]).select_dtypes("number").to_numpy()
@@ -158,6 +158,7 @@ def test_fused_softmax_gradient_equals_torch_func_in_float64(classes):
     and weighted losses, logits spread far enough that an unshifted exp would overflow float32."""
     import torch.nn.functional as F
     from torch.func import grad, vmap
+
     from stabkit.engine.seqgrad import softmax_xent, softmax_xent_grad
     torch.manual_seed(classes)
     out = 40 * torch.randn(5, 7, classes, dtype=torch.float64)

@@ -1,7 +1,7 @@
 """Sweeps: expansion and validation of specs, resumability, failures, kill-safety, the report."""
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

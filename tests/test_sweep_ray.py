@@ -16,7 +16,6 @@ import ray  # a missing Ray is a failure, not a skip: it is in the test extras
 
 from stabkit.sweep import make_executor, parse_spec, run_sweep
 from stabkit.sweep.executors import _check_reachable
-
 from tests.test_bad_inputs import check_refused
 from tests.test_sweep import BASE, metrics
 
@@ -109,7 +108,7 @@ def test_address_auto_refuses_the_dead_cluster_a_stale_record_names_at_once(tmp_
     check_refused(args, "invalid address='auto': no Ray cluster to join", tmp_path, capsys, monkeypatch, max_s=30)
     address = _stale_record(ray_tmpdir)
     port = address.rpartition(":")[2]  # Ray names 127.0.0.1 by this machine's address
-    check_refused(args, f"invalid address='auto': it names ", tmp_path, capsys, monkeypatch, max_s=30)
+    check_refused(args, "invalid address='auto': it names ", tmp_path, capsys, monkeypatch, max_s=30)
     check_refused(args, f":{port}, where no Ray cluster answers", tmp_path, capsys, monkeypatch, max_s=30)
     port = _closed_port()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")  # RAY_ADDRESS wins over the record, as in ray.init

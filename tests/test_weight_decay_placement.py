@@ -8,7 +8,7 @@ loss gradient before the algorithm scales/mixes it. With wd = 0 the two placemen
 import numpy as np
 import pytest
 
-from tests.helpers import K, LR, grad, tiny_run, unit
+from tests.helpers import LR, K, grad, tiny_run, unit
 
 WD = 1e-3
 ROUNDS = 2

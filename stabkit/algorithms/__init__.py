@@ -27,8 +27,15 @@ import pkgutil
 from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
-from stabkit.algorithms.rules import (client_delta, descend, full_gradient_at_x, gradient_units,
-                                      lookahead_server, on_clients, server_step)
+from stabkit.algorithms.rules import (
+    client_delta,
+    descend,
+    full_gradient_at_x,
+    gradient_units,
+    lookahead_server,
+    on_clients,
+    server_step,
+)
 from stabkit.algorithms.sam import SAM, SAMParams
 from stabkit.algorithms.server_opt import ServerOpt, Transform
 from stabkit.errors import ConfigError

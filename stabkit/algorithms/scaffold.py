@@ -18,8 +18,7 @@ is FedAvg's, bit for bit.
 from dataclasses import dataclass
 
 from stabkit.algorithms.base import Algorithm, HParams, choice, descend
-from stabkit.algorithms.rules import (client_delta, full_gradient_at_x, gradient_units, on_clients,
-                                      server_step)
+from stabkit.algorithms.rules import client_delta, full_gradient_at_x, gradient_units, on_clients, server_step
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from stabkit import plugins
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics
 from stabkit.analysis.excess_risk import fit_excess_risk, fitting_regime, minimum_excess_risk_round
-from stabkit.errors import ConfigError
 from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
 from stabkit.config.runconfig import RunConfig
+from stabkit.errors import ConfigError
 from stabkit.store.runstore import load_run, read_json
 
 

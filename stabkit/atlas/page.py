@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 import pandas as pd
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from stabkit.atlas.figures import draw_curves, draw_frontier, draw_gap_scatter
 from stabkit.atlas.link import link_summary, pareto_front, stability_check

@@ -19,9 +19,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from stabkit.errors import require
 from stabkit.config.presets import preset_reading, preset_values
-
+from stabkit.errors import require
 
 POLICY = ("Every algorithm of a task runs at the task's shared client lr, K, B and T (η_l = 0.05, K = 10, B = 16 "
           "on every small-suite task, the README's default digits run; L = 1 on the quadratic), at its "

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-
 PROBE_BYTES = 64 << 20  # parameter memory of the models one batched Hutchinson HVP carries
 
 

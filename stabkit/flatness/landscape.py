@@ -22,17 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from stabkit.config.runconfig import RunConfig
+from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.evaluation import Evaluator
+from stabkit.engine.memory import require_memory
 from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError, require
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
-from stabkit.config.runconfig import RunConfig
-from stabkit.config.taskoptions import SEED_LIMIT
-from stabkit.engine.memory import require_memory
 from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
-
 
 
 @dataclass(frozen=True)

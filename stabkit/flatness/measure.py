@@ -12,15 +12,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
+from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.threads import threads_for
 from stabkit.errors import require
 from stabkit.flatness.hessian import hutchinson, lanczos
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.sharpness import average_sharpness, sam_sharpness
-from stabkit.config.taskoptions import SEED_LIMIT
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.outdir import prepare_dir
 from stabkit.store.saved_models import TRAJ
 
-
 RADIUS_LIMIT = 10.0  # radii above this many times max(1, ||x||) measure the loss far outside the model's basin
 
 

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
 from stabkit.engine.evalsubset import keep_per_owner
 from stabkit.engine.flatmodel import FlatModel
-from stabkit.config.runconfig import RunConfig
 
 POWER_ITERATIONS = 50
 POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)

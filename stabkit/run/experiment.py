@@ -34,21 +34,21 @@ from stabkit import __version__, plugins
 from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
-from stabkit.run.constants import estimate_constants
+from stabkit.engine.contract import CheckedAlgorithm
 from stabkit.engine.data import FederatedData
+from stabkit.engine.evaluation import Evaluator
+from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.memory import require_memory, run_bytes
 from stabkit.engine.paired import EngineSettings, PairedEngine, RoundRecord
+from stabkit.engine.perturbation import build_neighbours
 from stabkit.engine.threads import run_threads
 from stabkit.errors import ConfigError, require
-from stabkit.engine.flatmodel import FlatModel
 from stabkit.flatness.runlog import SharpnessLog
-from stabkit.run.init import initial_parameters
-from stabkit.engine.contract import CheckedAlgorithm
-from stabkit.engine.evaluation import Evaluator
-from stabkit.engine.memory import require_memory, run_bytes
 from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
-from stabkit.engine.perturbation import build_neighbours
+from stabkit.run.constants import estimate_constants
 from stabkit.run.evalbudget import plan_evaluation
+from stabkit.run.init import initial_parameters
 from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.writer import RunWriter
 from stabkit.store.runstore import load_run, prepare_run_dir

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from stabkit.engine import rng
-from stabkit.errors import ConfigError
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.errors import ConfigError
 
 
 def initial_parameters(init: str, seed: int, pairs: int, make_module: Callable, flat: FlatModel) -> torch.Tensor:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stabkit.errors import ConfigError
 from stabkit.store.outdir import check_writable, prepare_dir
+
+if TYPE_CHECKING:  # annotations only: imported on use
+    import pandas as pd
 
 
 def require_out(out) -> None:

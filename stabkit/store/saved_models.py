@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_save
+
+if TYPE_CHECKING:  # annotations only: imported on use
+    import torch
 
 # The trajectories' labels: a, the run on the original data, and b, its neighbour (model files, the metrics'
 # column suffixes, the sharpness tables' traj column).
@@ -84,7 +87,6 @@ def saved_rounds(run_dir) -> list:
 def load_models(run_dir, t: int) -> list:
     """``[[state_a, state_b], ...]`` (one entry per pair) saved after round ``t``; a round that was not
     saved is a :class:`ConfigError` naming the rounds that were."""
-    import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
     rounds = saved_rounds(run_dir)
     if t not in rounds:
         have = ", ".join(map(str, rounds)) if rounds else "none (run with --save-models)"

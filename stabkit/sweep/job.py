@@ -21,8 +21,8 @@ JOB_THREADS = 1
 
 def execute_job(config: dict) -> dict:
     """Run one paired run; return ``{"files", "summary", "error", "wall_s"}`` (error None if completed)."""
-    from stabkit.errors import DiskFull
     from stabkit.config.runconfig import RunConfig
+    from stabkit.errors import DiskFull
     from stabkit.run.experiment import run_pair
 
     threads = torch.get_num_threads()

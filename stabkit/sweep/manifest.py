@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from stabkit.errors import ConfigError
 from stabkit.config.runconfig import CHOSEN_BY_RUN, RUN_FACTS
+from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json
 from stabkit.sweep.spec import SweepSpec, config_hash
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from stabkit.errors import ConfigError
 from stabkit.config.runconfig import RunConfig
+from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json, atomic_write_text
 from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.sweep.lock import sweep_lock

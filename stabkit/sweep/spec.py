@@ -23,11 +23,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from stabkit.algorithms import build_algorithm
 from stabkit.config.runconfig import RunConfig, read_mapping
-from stabkit.errors import ConfigError, require
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.errors import ConfigError, require
 
 SPEC_KEYS = ("name", "base", "product", "zip")
 HP_PREFIX = "hp."

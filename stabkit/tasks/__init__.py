@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from stabkit import plugins
+from stabkit.config.taskoptions import TaskOptions
+from stabkit.tasks import quadratic, synthetic
 from stabkit.tasks.base import Task, check_task
 from stabkit.tasks.cifar import build_cifar10, build_cifar100
 from stabkit.tasks.digits import build_digits
 from stabkit.tasks.idx import build_emnist_l, build_fashion_mnist, build_mnist
 from stabkit.tasks.leaf import build_shakespeare
 from stabkit.tasks.npz import build_npz
-from stabkit.config.taskoptions import TaskOptions
-from stabkit.tasks import quadratic, synthetic
 from stabkit.tasks.quadratic import build_quadratic
 from stabkit.tasks.synthetic import build_synthetic
 from stabkit.tasks.tinyimagenet import build_tinyimagenet

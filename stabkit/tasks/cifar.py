@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, locate, malformed
-from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.pooled import partitioned_task, standardise
 
 FORMAT = "a CIFAR python-version pickle batch (dict with b'data' uint8 [N, 3072] and b'{label}' [N])"

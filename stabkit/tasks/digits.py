@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.tasks.base import Task
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.tasks.base import Task
 from stabkit.tasks.pooled import partitioned_task
 
 TEST_SIZE = 297

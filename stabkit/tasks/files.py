@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stabkit.errors import ConfigError, require
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.errors import ConfigError, require
 
 
 def data_dir(opts: TaskOptions, task: str) -> Path:

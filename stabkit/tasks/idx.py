@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, locate, malformed
-from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.pooled import partitioned_task, standardise
 
 FORMAT = "an idx file (big-endian magic 0x0000TTDD, DD dimension sizes, then the data)"

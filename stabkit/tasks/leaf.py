@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import require
-from stabkit.tasks.partition import split_off
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, malformed
-from stabkit.config.taskoptions import TaskOptions
+from stabkit.tasks.partition import split_off
 
 ALPHABET = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 TRAIN_CAP, TEST_CAP = 2000, 400

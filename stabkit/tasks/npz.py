@@ -19,10 +19,10 @@ import zipfile
 
 import numpy as np
 
-from stabkit.errors import ConfigError, require
-from stabkit.tasks.partition import split_off
-from stabkit.tasks.base import Task
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.errors import ConfigError, require
+from stabkit.tasks.base import Task
+from stabkit.tasks.partition import split_off
 
 EXPECTED = "expected arrays x [N,...], y [N], client [N], optional x_test, y_test"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from stabkit.errors import ConfigError
-from stabkit.tasks.partition import partition, split_off
-from stabkit.tasks.base import Task
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.errors import ConfigError
+from stabkit.tasks.base import Task
+from stabkit.tasks.partition import partition, split_off
 
 
 def partitioned_task(name: str, x: np.ndarray, y: np.ndarray, pool: np.ndarray, test: tuple,

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import require
 from stabkit.tasks.base import Task
-from stabkit.config.taskoptions import TaskOptions
 
 
 def _hessian_root(dim: int, condition: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from stabkit.tasks.base import Task
 from stabkit.config.taskoptions import TaskOptions
+from stabkit.tasks.base import Task
 
 
 def _client_data(opts: TaskOptions, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

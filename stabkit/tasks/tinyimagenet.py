@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.base import Task
 from stabkit.tasks.files import data_dir, locate, malformed
-from stabkit.config.taskoptions import TaskOptions
 from stabkit.tasks.pooled import partitioned_task, standardise
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -10,7 +10,7 @@
 """
 from stabkit.testing.checks import assert_deterministic, assert_null_pair_zero, assert_reduces_to
 from stabkit.testing.growth import assert_below, assert_grows, assert_grows_linearly, assert_saturates
-from stabkit.testing.problems import K, LR, grad, local_models, reference_rounds, run_rounds, tiny_run, tiny_task
+from stabkit.testing.problems import LR, K, grad, local_models, reference_rounds, run_rounds, tiny_run, tiny_task
 
 __all__ = ["K", "LR", "assert_below", "assert_deterministic", "assert_grows", "assert_grows_linearly",
            "assert_null_pair_zero", "assert_reduces_to", "assert_saturates", "grad", "local_models",

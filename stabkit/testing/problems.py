@@ -21,9 +21,9 @@ import numpy as np
 
 from stabkit import plugins
 from stabkit.config.runconfig import RunConfig
+from stabkit.config.taskoptions import TaskOptions
 from stabkit.run.experiment import PairedRun
 from stabkit.tasks.base import Task
-from stabkit.config.taskoptions import TaskOptions
 
 LR, K = 0.1, 2  # client lr and local steps of every tiny run
 

@@ -4,7 +4,7 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 """
 import numpy as np
 
-from tests.helpers import K, LR, grad, local_models, pair0, run_rounds, tiny_run
+from tests.helpers import LR, K, grad, local_models, pair0, run_rounds, tiny_run
 
 
 def test_fedanag_three_rounds():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stabkit.errors import ConfigError
-from tests.helpers import K, LR, grad, grad3, local_sgd, pair0, run3, run_rounds, sampled, tiny_run
+from tests.helpers import LR, K, grad, grad3, local_sgd, pair0, run3, run_rounds, sampled, tiny_run
 
 
 @pytest.mark.parametrize("server", ["original", "analysis"])

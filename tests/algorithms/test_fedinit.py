@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import LR, K, SKIPPER, grad3, local_sgd, pair0, run3, sampled
+from tests.helpers import LR, SKIPPER, K, grad3, local_sgd, pair0, run3, sampled
 
 
 @pytest.mark.parametrize("aggregation", ["model_avg", "delta_from_init"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import K, LR, fedavg_server, grad, grad3, run3, run_rounds, sampled, tiny_run, unit
+from tests.helpers import LR, K, fedavg_server, grad, grad3, run3, run_rounds, sampled, tiny_run, unit
 
 
 def lesam_client(i, x, theta_old, rho, grad_fn=grad):

@@ -5,7 +5,7 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 import numpy as np
 import pytest
 
-from tests.helpers import K, LR, grad, pair0, run_rounds, tiny_run
+from tests.helpers import LR, K, grad, pair0, run_rounds, tiny_run
 
 
 @pytest.mark.parametrize("form", ["damped_lookahead", "pytorch_nesterov"])

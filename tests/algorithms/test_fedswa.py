@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import LR, K, SKIPPER, grad, grad3, local_sgd, lockstep, pair0, run3, sampled, tiny_run
+from tests.helpers import LR, SKIPPER, K, grad, grad3, local_sgd, lockstep, pair0, run3, sampled, tiny_run
 
 
 def swa_lrs(lr, rho):

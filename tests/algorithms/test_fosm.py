@@ -4,7 +4,7 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 """
 import numpy as np
 
-from tests.helpers import K, LR, grad, local_sgd, lockstep, pair0, tiny_run
+from tests.helpers import LR, K, grad, local_sgd, lockstep, pair0, tiny_run
 
 
 def test_fosm_three_rounds_libra_convention():

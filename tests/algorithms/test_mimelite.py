@@ -5,7 +5,7 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 import numpy as np
 import pytest
 
-from tests.helpers import K, LR, grad, local_models, pair0, tiny_run
+from tests.helpers import LR, K, grad, local_models, pair0, tiny_run
 
 
 def _step(i, y, beta, m, wd, placement):

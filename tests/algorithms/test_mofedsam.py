@@ -4,7 +4,7 @@ Expected values: the spec's formulas in plain numpy on the tiny problem of tests
 """
 import numpy as np
 
-from tests.helpers import K, LR, fedavg_server, grad, local_models, run_rounds, tiny_run, unit
+from tests.helpers import LR, K, fedavg_server, grad, local_models, run_rounds, tiny_run, unit
 
 
 def test_mofedsam_three_rounds_uses_global_direction():

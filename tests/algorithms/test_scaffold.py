@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import B3, K, LR, grad, grad3, pair0, run3, run_rounds, sampled, tiny_run
+from tests.helpers import B3, LR, K, grad, grad3, pair0, run3, run_rounds, sampled, tiny_run
 
 N3 = [len(b) for b in B3]
 

@@ -1,8 +1,16 @@
 """FedYogi's update rule pinned against a hand computation, and its reductions, with stabkit.testing."""
 import numpy as np
 
-from stabkit.testing import (LR, assert_deterministic, assert_null_pair_zero, assert_reduces_to, grad,
-                             reference_rounds, run_rounds, tiny_run)
+from stabkit.testing import (
+    LR,
+    assert_deterministic,
+    assert_null_pair_zero,
+    assert_reduces_to,
+    grad,
+    reference_rounds,
+    run_rounds,
+    tiny_run,
+)
 from stabkit_fedyogi.algorithm import FedYogi
 
 HP = {"beta1": 0.9, "beta2": 0.99, "tau": 0.1}
