@@ -28,16 +28,15 @@ from stabkit_cli.sweep import Progress
 @click.option("--quiet", is_flag=True, help="no progress lines")
 def atlas(suite, algos, out, seeds, pairs, data_dir, executor, workers, address, dry_run, no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
-    from stabkit.atlas import run_atlas  # imported on use: torch
+    from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
 
     require_out(out)
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
-    res = run_atlas(suite, algos, out, make_executor(executor, workers, address), workers=workers,
-                    data_dir=data_dir, command=command or f"stabkit atlas --suite {suite} --out {out}",
-                    dry_run=dry_run, echo=click.echo, progress=Progress(quiet), project=not no_projection,
-                    seeds=seeds, pairs=pairs)
+    req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
+                       command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection)
+    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
     if dry_run:
         return
     c = res["counts"]

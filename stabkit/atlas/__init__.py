@@ -4,7 +4,8 @@ figures and a self-contained page (figures, page, templates/), run as one resuma
 estimate). Names are imported on first use (PEP 562): the CLI's start-up imports no torch through them."""
 from stabkit.lazy import lazy_getattr
 
-_EXPORTS = {"run_atlas": "stabkit.atlas.runner", "atlas_page": "stabkit.atlas.runner",
+_EXPORTS = {"run_atlas": "stabkit.atlas.runner", "AtlasRequest": "stabkit.atlas.runner",
+            "atlas_page": "stabkit.atlas.runner",
             "SUITES": "stabkit.atlas.suites", "get_suite": "stabkit.atlas.suites",
             "cell_table": "stabkit.atlas.cells", "read_jobs": "stabkit.atlas.cells",
             "write_page": "stabkit.atlas.page", "sweep_page": "stabkit.atlas.sweeppage"}

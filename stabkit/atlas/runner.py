@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -68,17 +69,32 @@ def _check_same_sweep(out: Path, spec) -> None:
             "settings (re-run with the same --suite and --algos to resume it)")
 
 
-def run_atlas(suite_name: str, algos: Optional[str], out, executor, workers: int = 1,
-              data_dir: Optional[str] = None, command: str = "", dry_run: bool = False,
-              echo: Callable = print, progress: Optional[Callable] = None, project: bool = True,
-              seeds: Optional[int] = None, pairs: Optional[int] = None) -> dict:
-    """Validate, print the projected time, run the sweep into ``out/sweep`` and write the page to ``out``.
-    ``seeds``/``pairs``: run the suite at another scale (:func:`stabkit.atlas.suites.scaled`)."""
+@dataclass(frozen=True)
+class AtlasRequest:
+    """What an atlas run is asked for: the suite and algorithms (comma-separated names or import paths; None:
+    all), the workers the executor has, the papers' data folder, the suite at another scale (``seeds``/``pairs``,
+    :func:`stabkit.atlas.suites.scaled`), the command recorded on the page, and whether to only check and
+    project (``dry_run``) or to skip the projection (``project=False``)."""
+
+    suite: str = "small"
+    algos: Optional[str] = None
+    workers: int = 1
+    data_dir: Optional[str] = None
+    seeds: Optional[int] = None
+    pairs: Optional[int] = None
+    command: str = ""
+    dry_run: bool = False
+    project: bool = True
+
+
+def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress: Optional[Callable] = None) -> dict:
+    """Validate, print the projected time, run the sweep into ``out/sweep`` and write the page to ``out``."""
     from stabkit.sweep import parse_spec, run_sweep
     from stabkit.sweep.runner import check_job_data
 
+    suite_name, data_dir, workers, seeds, pairs = req.suite, req.data_dir, req.workers, req.seeds, req.pairs
     suite = scaled(get_suite(suite_name), seeds, pairs)
-    names = resolve_algos(algos)
+    names = resolve_algos(req.algos)
     out = Path(out)
     check_out(out, suite)
     if suite.needs_data:
@@ -89,17 +105,17 @@ def run_atlas(suite_name: str, algos: Optional[str], out, executor, workers: int
     _check_same_sweep(out, spec)
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
-    if project or dry_run:
+    if req.project or req.dry_run:
         from stabkit.atlas.estimate import projected_seconds
 
         est = projected_seconds(jobs, workers)
         echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
              f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
              f"on {workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
-    if dry_run:
+    if req.dry_run:
         return {"jobs": len(jobs)}
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": command,
+    meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
             "seeds": seeds, "pairs": pairs}
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
