@@ -275,6 +275,7 @@ def test_pair(tmp_path, capsys, monkeypatch, args, needle):
 
 SWEEP = [
     (["--executor", "ray", "--address", "nohost"], "address='nohost'"),
+    (["--executor", "ray", "--address", "127.0.0.1:\u00b2"], "invalid address='127.0.0.1:\u00b2': HOST:PORT"),
     (["--out", ""], "out=''"),
     (["--set", "lr=0.1", "--set", "lr=0.2"], "given twice"),
     (["--axis", "lr=0.1,0.2", "--axis", "lr=0.3"], "given twice"),

@@ -109,7 +109,8 @@ def _check_reachable(address: str, given: str | None = None) -> None:
     """Refuse at once a HOST:PORT (or ray://HOST:PORT) where nothing accepts connections: ``ray.init`` would
     otherwise keep retrying for minutes. ``given``: the address as the user gave it (e.g. ``auto``)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    require(bool(sep and host) and port.isdigit(), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
+    require(bool(sep and host) and port.isascii() and port.isdigit(), "address", address,
+            "HOST:PORT of a Ray cluster, auto, or local")  # ASCII digits: '²' passes isdigit, then fails int
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
