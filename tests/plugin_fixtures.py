@@ -108,6 +108,16 @@ class UndeclaredClientState(Algorithm):
         return {"delta": ctx.x_clients - y}, {"other": y}
 
 
+class ServerStateCut(Algorithm):
+    """Declares two server-state names and returns one: every hook must return its state whole."""
+    name = "server_state_cut"
+    server_state = ("m", "v")
+
+    def server_update(self, ctx, means):
+        x, _ = super().server_update(ctx, means)
+        return x, {"m": ctx.server["m"]}
+
+
 class UndeclaredLocalState(Algorithm):
     name = "undeclared_local_state"
 

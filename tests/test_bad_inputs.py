@@ -248,6 +248,8 @@ PAIR = [
                            f"[1, 2, 5, {DIGITS_D}]"),
         ("UndeclaredClientState", "its client_final returned client state ['other'], but the algorithm declares"),
         ("UndeclaredLocalState", "its client_init returned local state ['m'], but the algorithm declares []"),
+        ("ServerStateCut", "its server_update returned server state ['m'], but the algorithm declares ['m', 'v'] "
+                           "(every hook returns its state whole)"),
         ("ServerDropsPairs", f"its server_update returned x of shape [2, {DIGITS_D}], expected a tensor of shape "
                              f"[1, 2, {DIGITS_D}]"),
         ("UploadsNotADict", "its client_final returned uploads as a Tensor, expected a non-empty dict"),

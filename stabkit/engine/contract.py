@@ -45,21 +45,22 @@ class CheckedAlgorithm:
             got = f"shape {list(value.shape)}" if isinstance(value, torch.Tensor) else _kind(value)
             raise self._fail(hook, f"returned {name} of {got}, expected a tensor of shape {list(shape)}")
 
-    def _states(self, hook: str, what: str, states, declared, shape: tuple, exact: bool) -> None:
+    def _states(self, hook: str, what: str, states, declared, shape: tuple) -> None:
+        """``states`` must be a dict of exactly the declared names (every hook returns its state whole, as the
+        engine requires of every algorithm), each a tensor of ``shape``."""
         if not isinstance(states, dict):
             raise self._fail(hook, f"returned {what} as {_kind(states)}, expected a dict of tensors")
-        extra, missing = set(states) - set(declared), set(declared) - set(states)
-        if extra or (exact and missing):
+        if set(states) != set(declared):
             raise self._fail(hook, f"returned {what} {sorted(states)}, but the algorithm declares "
-                                   f"{sorted(declared)}" + ("" if exact else " (a subset may be returned)"))
+                                   f"{sorted(declared)} (every hook returns its state whole)")
         for name, value in states.items():
             self._tensor(hook, f"{what} {name!r}", value, shape)
 
     def init_state(self, x, num_rows):
         server, client = self._pair("init_state", self._call("init_state", x, num_rows), "server", "client")
         R, two, d = x.shape
-        self._states("init_state", "server state", server, self.server_state, (R, two, d), exact=True)
-        self._states("init_state", "client state", client, self.client_state, (R, two, num_rows, d), exact=True)
+        self._states("init_state", "server state", server, self.server_state, (R, two, d))
+        self._states("init_state", "client state", client, self.client_state, (R, two, num_rows, d))
         return server, client
 
     def local_lrs(self, lr, K):
@@ -72,7 +73,7 @@ class CheckedAlgorithm:
     def _local(self, hook: str, ctx, out):
         y, local = self._pair(hook, out, "y", "local state")
         self._tensor(hook, "y", y, ctx.x_clients.shape)
-        self._states(hook, "local state", local, self.local_state, ctx.x_clients.shape, exact=True)
+        self._states(hook, "local state", local, self.local_state, ctx.x_clients.shape)
         return y, local
 
     def client_init(self, ctx):
@@ -95,13 +96,13 @@ class CheckedAlgorithm:
                                              "of tensors")
         for name, value in uploads.items():
             self._tensor("client_final", f"upload {name!r}", value, shape)
-        self._states("client_final", "client state", client, self.client_state, shape, exact=False)
+        self._states("client_final", "client state", client, self.client_state, shape)
         return uploads, client
 
     def server_update(self, ctx, means):
         x, server = self._pair("server_update", self._call("server_update", ctx, means), "x", "server state")
         self._tensor("server_update", "x", x, ctx.x.shape)
-        self._states("server_update", "server state", server, self.server_state, ctx.x.shape, exact=False)
+        self._states("server_update", "server state", server, self.server_state, ctx.x.shape)
         return x, server
 
 
