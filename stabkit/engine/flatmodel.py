@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
+from stabkit.engine.cudagraph import GraphedCall, graphs_enabled
 from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.engine.seqgrad import compile_seq
 
@@ -36,6 +37,7 @@ class FlatModel:
         self.dtype, self.device = dtype, device
         # the hand-written Sequential path, else the traced grouped model; None: the generic torch.func path
         self.fast = compile_seq(self.module, kind) or compile_grouped(self.module, kind)
+        self._graphed = None  # on CUDA: the fast path's minibatch gradient replayed from captured graphs
         self._flops = None
         self._activation_bytes = None  # per sample and model, measured on first evaluation
         self._batched_grad = vmap(grad(self._batch_loss))
@@ -97,6 +99,10 @@ class FlatModel:
 
         ``w`` (``[P, B]``, optional) masks padded samples in full-batch mode.
         """
+        if self.fast is not None and w is None and graphs_enabled(self.device):
+            if self._graphed is None or self._graphed.fn != self.fast.grads:  # (re)built for this fast path
+                self._graphed = GraphedCall(self.fast.grads)
+            return self._graphed(theta, x, y)
         if self.fast is not None:
             return self.fast.grads(theta, x, y, w)
         if w is None:

@@ -10,8 +10,7 @@ average (with the algorithm's server step) gave x_T, and the replayed x_T is che
 """
 from __future__ import annotations
 
-import torch
-
+from stabkit.engine.determinism import deterministic
 from stabkit.engine.paired import PairedEngine
 from stabkit.errors import require
 
@@ -20,11 +19,7 @@ def replay_clients(engine: PairedEngine, T: int) -> tuple:
     """Run a freshly built engine through round T; return (x_T ``[R, 2, d]``, round T's record with
     ``clients [R, 2, s, d]`` and ``rows [R, 2, s]``)."""
     require(T >= 1, "round", T, "a round >= 1 for client models (round 0 is the shared start: no clients yet)")
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)  # as during the run
-    try:
+    with deterministic():  # as during the run
         for t in range(T):
             rec = engine.step(t, keep_clients=t == T - 1)
-    finally:
-        torch.use_deterministic_algorithms(previous)
     return engine.x, rec

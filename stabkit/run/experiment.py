@@ -36,6 +36,7 @@ from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.engine.contract import CheckedAlgorithm
 from stabkit.engine.data import FederatedData
+from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.memory import require_memory, run_bytes
@@ -169,13 +170,14 @@ class PairedRun:
         logs the initial model as round 0. Returns the engine's :class:`~stabkit.engine.paired.RoundRecord`;
         ``self.finite`` says whether the state is still finite and below ``OVERFLOW`` (else ``self.diverged`` says
         why)."""
-        self._log_initial()
-        t = self.t + 1
-        start = time.perf_counter()
-        rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
-                               keep_clients=t in self.cfg.sharpness_rounds)
-        self.times["train_s"] += time.perf_counter() - start
-        self.diverged = self._log(t, rec, self._evaluates(t))
+        with deterministic():
+            self._log_initial()
+            t = self.t + 1
+            start = time.perf_counter()
+            rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
+                                   keep_clients=t in self.cfg.sharpness_rounds)
+            self.times["train_s"] += time.perf_counter() - start
+            self.diverged = self._log(t, rec, self._evaluates(t))
         self.t = t
         return rec
 
@@ -252,8 +254,9 @@ class PairedRun:
         self._open(out, label)
         start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
         snapshots = {0: self.engine.x[0, 0].clone()}
-        self._log_initial()
-        self._sharpness(0, None, out)
+        with deterministic():
+            self._log_initial()
+            self._sharpness(0, None, out)
         self._save_models(0)
         self.times["wall_s"] += time.perf_counter() - start
         return self._run_rounds(out, 1, snapshots, progress)
@@ -276,7 +279,8 @@ class PairedRun:
         rec = RoundRecord(**ck["record"])
         if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
             self.writer.rewind(ck["metrics_rows"], ck["local_rows"])
-            self._log(t, rec, self._evaluates(t))
+            with deterministic():
+                self._log(t, rec, self._evaluates(t))
         else:  # round t's rows are logged as an uninterrupted run logs them: keep them
             self.writer.rewind(ck["metrics_rows"] + self.cfg.pairs, ck["local_rows"] + len(rec.local) * self.cfg.pairs)
         return self._run_rounds(out, t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
@@ -298,8 +302,6 @@ class PairedRun:
         snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
         session_start = time.perf_counter()
         wall_before = self.times["wall_s"]
-        previous = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True)
         in_round = False
         try:
             while self.t < cfg.rounds:
@@ -309,7 +311,8 @@ class PairedRun:
                     status, diverged_round = "diverged", t
                     break
                 done = t
-                self._sharpness(t, rec, out)
+                with deterministic():
+                    self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
                     snapshots[t] = eng.x[0, 0].clone()
                 self.times["wall_s"] = wall_before + time.perf_counter() - session_start
@@ -325,8 +328,6 @@ class PairedRun:
             status, self.interrupted = "interrupted", f"round {done + 1}"
             if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
                 self._checkpoint(done, rec, snapshots)
-        finally:
-            torch.use_deterministic_algorithms(previous)
         self.times["wall_s"] = wall_before + time.perf_counter() - session_start
         self._flush()
         return self._finish(out, status, diverged_round, done, snapshots)
