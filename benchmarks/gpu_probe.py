@@ -146,7 +146,32 @@ def gradient_variants(run, reps: int) -> dict:
     return out
 
 
-def probe(name: str, cfg, task, peak: float, reps: int) -> dict:
+def small_map_variants(run, thresholds: list, reps: int) -> dict:
+    """Seconds of the grouped path's gradient (eager) with convolutions of at most ``t`` output positions run
+    as im2col + one bmm over the models (``grouped.SMALL_MAP`` of this device), for each ``t``; Sequential models (W4) are
+    run through the grouped form built from their module for this comparison."""
+    fast = run.model.fast if isinstance(run.model.fast, grouped.GroupedModel) else \
+        grouped.compile_grouped(run.model.module, run.model.kind)
+    theta, xb, yb = step_inputs(run)
+    ref = run.model.grads(theta, xb, yb)
+    before, out = dict(grouped.SMALL_MAP), {}
+    device = theta.device.type
+    try:
+        for t in thresholds:
+            grouped.SMALL_MAP[device] = t
+            try:
+                out[f"small_map_{t}_s"] = timed(lambda: fast.grads(theta, xb, yb), reps)
+                out[f"small_map_{t}_maxdiff"] = float((fast.grads(theta, xb, yb) - ref).abs().max())
+            except torch.OutOfMemoryError:
+                out[f"small_map_{t}_s"] = float("nan")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    finally:
+        grouped.SMALL_MAP.update(before)
+    return out
+
+
+def probe(name: str, cfg, task, peak: float, reps: int, thresholds: list = (), skip_variants: bool = False) -> dict:
     gpu = torch.cuda.is_available()
     if gpu:
         torch.cuda.reset_peak_memory_stats()
@@ -167,8 +192,12 @@ def probe(name: str, cfg, task, peak: float, reps: int) -> dict:
            "traj_rounds_per_s": 2 * c.pairs / round_s, "gflops": flops / round_s / 1e9,
            "peak_fraction": flops / round_s / 1e9 / peak, "kernel_busy_s": busy, "profiled_wall_s": wall,
            "busy_share": busy / wall, "top_kernels": top,
-           "grad": gradient_variants(run, reps), "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else 0.0}
-    res["grad"]["gflops_eager"] = flops / c.local_steps / res["grad"]["eager_s"] / 1e9
+           "grad": {} if skip_variants else gradient_variants(run, reps), "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else 0.0}
+    if not skip_variants:
+        res["grad"]["gflops_eager"] = flops / c.local_steps / res["grad"]["eager_s"] / 1e9
+    if thresholds and name in ("W4", "W5"):
+        with env("STABKIT_CUDA_GRAPHS", "0"):
+            res["grad"].update(small_map_variants(run, thresholds, reps))
     if name == "W2":
         base = PerClientLoop(cfg.replace(pairs=1), task)
         res["baseline_rounds_per_s"] = 1 / timed(base.round, reps)
@@ -184,6 +213,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cuda", help="cpu: a smoke run of this script's logic")
     ap.add_argument("--scale", type=float, default=1.0, help="shrink every case (smoke run)")
+    ap.add_argument("--small-map", default="", help="comma-separated grouped.SMALL_MAP values to time (W4, W5)")
+    ap.add_argument("--skip-variants", action="store_true", help="only the round (no gradient variants)")
     a = ap.parse_args()
     resolve_device(a.device)
     torch.use_deterministic_algorithms(True)  # as PairedRun.run does
@@ -193,7 +224,8 @@ def main():
     built = cases(a.device, a.scale)
     for name in a.only.split(","):
         cfg, task = built[name]
-        res = probe(name, cfg, task, peak, a.reps)
+        res = probe(name, cfg, task, peak, a.reps, [int(v) for v in a.small_map.split(",") if v],
+                    a.skip_variants)
         results.append(res)
         g = res["grad"]
         print(f"{name}: R={res['pairs']} s={res['clients']} K={res['K']} B={res['B']} round "

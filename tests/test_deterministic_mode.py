@@ -4,6 +4,7 @@ On a GPU, round 0 used to be evaluated before the round loop turned the mode on,
 differed in the 7th digit of round 0's r_u and grad_norm_sq (H100). The mode is invisible on the CPU's
 results, so these tests watch the mode itself at every evaluation and every engine round.
 """
+import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions
@@ -13,6 +14,15 @@ from stabkit.run.experiment import PairedRun, run_pair
 
 CFG = dict(task="digits", pairs=1, rounds=2, clients_per_round=2, local_steps=2, batch_size=8,
            task_options=TaskOptions(clients=4), constants=False, local_rounds=())
+
+
+@pytest.fixture(autouse=True)
+def mode_off():
+    """Start with the mode off (other tests may leave it on) and put the session's mode back after."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(False)
+    yield
+    torch.use_deterministic_algorithms(before)
 
 
 def _spy(monkeypatch):
@@ -29,7 +39,6 @@ def _spy(monkeypatch):
 
 def test_run_evaluates_round_zero_and_every_round_in_deterministic_mode(monkeypatch, tmp_path):
     seen = _spy(monkeypatch)
-    assert not torch.are_deterministic_algorithms_enabled()
     run_pair(RunConfig(**CFG), out=tmp_path / "run")
     assert [n for n, _ in seen].count("evaluate") == 3 and [n for n, _ in seen].count("step") == 2
     assert all(mode for _, mode in seen), seen

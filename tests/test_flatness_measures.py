@@ -101,6 +101,22 @@ def test_tiny_mlp_matches_the_dense_hessian():
     assert (m["sam_0.01"] <= m["sam_0.05"]).all() and (m["sam_0.05"] <= m["sam_0.1"]).all()
 
 
+def test_batched_probes_are_each_models_dense_hessian_times_each_probe():
+    """Objective.hvp_many: n vectors per model through one shared primal (vmap over the tangents)."""
+    run = mlp_run()
+    run.step()
+    obj = training_objective(run.model, run.data, run.nb, run.cfg.seed)
+    theta = run.engine.x.reshape(2, -1)
+    V = torch.randn(3, 2, theta.shape[1], dtype=torch.float64)
+    got = obj.hvp_many(theta, V)
+    assert got.shape == V.shape
+    for q in range(2):
+        H = dense(obj.select([q]), theta[q])[1].numpy()
+        np.testing.assert_allclose(got[:, q].numpy(), V[:, q].numpy() @ H.T, rtol=1e-10, atol=1e-12)
+    for i in range(3):
+        torch.testing.assert_close(got[i], obj.hvp(theta, V[i]), rtol=1e-12, atol=1e-14)
+
+
 def test_client_objective_is_the_clients_own_loss():
     run = mlp_run()
     obj = client_objective(run.model, run.data, [1, 2])

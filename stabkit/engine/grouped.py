@@ -48,13 +48,18 @@ def _to_grouped(h, form, P):
     return _to_models(h, form, P).transpose(0, 1).flatten(1, 2)
 
 
-SMALL_MAP = 4  # output positions at or below which a per-model convolution runs as im2col + one bmm
+# Output positions at or below which a per-model convolution runs as im2col + one bmm over the models, per
+# device type: on the CPU oneDNN's grouped kernels win above 2x2 maps; on an H100 cuDNN's grouped kernels
+# spend a third of ResNet-18-GN's step in layout transposes, and im2col + bmm up to 16x16 maps made its
+# gradient 1.26x faster (40 models x B = 50: 58.1 -> 46.0 ms; 4x4 47.9, 8x8 46.9, 32x32 47.1;
+# benchmarks/gpu_probe.py --small-map)
+SMALL_MAP = {"cpu": 4, "cuda": 256}
 
 
 def _conv(m: nn.Conv2d, params, h, form, P):
     if form != "shared":
         h = _to_grouped(h, form, P)
-        if math.prod(_out_size(m, h)) <= SMALL_MAP:
+        if math.prod(_out_size(m, h)) <= SMALL_MAP.get(h.device.type, 4):
             return _conv_bmm(m, params, h, P), "grouped"
     w = params[0].reshape(P * m.out_channels, *m.weight.shape[1:])
     b = params[1].reshape(P * m.out_channels) if m.bias is not None else None

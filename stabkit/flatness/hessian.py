@@ -129,18 +129,16 @@ class Trace:
 
 def hutchinson(obj, theta: torch.Tensor, probes: int = 100, seed: int = 0) -> Trace:
     """tr(H) of each model ``theta [Q, d]`` of objective ``obj`` from ``probes`` Rademacher probes shared by
-    all models; several probes go through one batched HVP (the models repeated, ``PROBE_BYTES`` at most)."""
+    all models; several probes go through one batched HVP (``Objective.hvp_many``, ``PROBE_BYTES`` at most)."""
     Q, d = theta.shape
     gen = _generator(seed)
     z = (torch.randint(0, 2, (probes, d), generator=gen) * 2 - 1).to(theta)
     per_call = max(1, min(probes, PROBE_BYTES // max(1, Q * d * theta.element_size())))
     samples = []
     for start in range(0, probes, per_call):
-        block = z[start:start + per_call]
-        n = len(block)
-        v = block.repeat_interleave(Q, 0)  # [n * Q, d]: probe-major, every model sees the same probe
-        hv = obj.repeat(n).hvp(theta.repeat(n, 1), v) if n > 1 else obj.hvp(theta, v)
-        samples.append((hv * v).sum(1).reshape(n, Q).cpu().numpy())
+        block = z[start:start + per_call]  # [n, d]: every model sees the same probes
+        hv = obj.hvp_many(theta, block[:, None, :].expand(len(block), Q, d))  # [n, Q, d]
+        samples.append((hv * block[:, None, :]).sum(-1).cpu().numpy())
     s = np.concatenate(samples)  # [probes, Q]
     se = s.std(0, ddof=1) / np.sqrt(probes) if probes > 1 else np.full(Q, np.nan)
     return Trace(s.mean(0), se, probes)

@@ -53,24 +53,37 @@ class Objective:
         return g.detach(), (losses.detach() * self.w).sum(1)
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q. A model whose
-        fast path is the grouped form (ResNet-18-GN, plug-in models it expresses) takes a double backward
-        through its grouped graph (all Q models' channels side by side); the others forward-over-reverse
-        ``torch.func`` (see ``FlatModel.grouped``)."""
-        model = self.model
-        grouped = model.grouped()
+        """Hessian-vector products ``[Q, d]``: row q is the Hessian of F_q at theta_q times v_q."""
+        return self.hvp_many(theta, v[None])[0]
+
+    def hvp_many(self, theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """Hessian-vector products ``[n, Q, d]`` with n vectors per model, ``V [n, Q, d]`` (Hutchinson's probes,
+        Lanczos' single vector). A model whose fast path is the grouped form (ResNet-18-GN, plug-in models it
+        expresses) takes a double backward through its grouped graph with the n x Q models side by side; the
+        others forward-over-reverse ``torch.func`` with the n tangents batched by ``vmap`` over one shared
+        primal: the forward and backward at theta run once for all n vectors, not n times (LeNet-5's
+        100-probe trace: see the README's Performance section)."""
+        n, Q, d = V.shape
+        grouped = self.model.grouped()
         if grouped is not None:
-            out = torch.zeros_like(theta)
-            for chunk in model._chunks(self.x, self.Q * HVP_MEMORY_FACTOR):
-                out += grouped.hvp(theta, v, self.x[chunk], self.y[chunk], self.w[:, chunk])
-            return out
-        per_model = lambda th, xc, yc: model.per_sample_loss(model.forward(th, xc), yc)
-        out = torch.zeros_like(theta)
-        for chunk in model._chunks(self.x, self.Q * HVP_MEMORY_FACTOR):
+            rows = Objective(self.model, self.x, self.y, self.w.repeat(n, 1))  # probe-major: row i*Q + q
+            out = torch.zeros(n * Q, d, dtype=theta.dtype, device=theta.device)
+            for chunk in self.model._chunks(self.x, n * Q * HVP_MEMORY_FACTOR):
+                out += grouped.hvp(theta.repeat(n, 1), V.reshape(n * Q, d), self.x[chunk], self.y[chunk],
+                                   rows.w[:, chunk])
+            return out.view(n, Q, d)
+        return self._forward_over_reverse(theta, V)
+
+    def _forward_over_reverse(self, theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        model = self.model
+        per_model = lambda th, xc, yc: model.per_sample_loss(model.forward(th, xc), yc)  # noqa: E731
+        out = torch.zeros_like(V)
+        for chunk in model._chunks(self.x, len(V) * self.Q * HVP_MEMORY_FACTOR):
             xc, yc, wc = self.x[chunk], self.y[chunk], self.w[:, chunk]
-            total = lambda th: (vmap(per_model, in_dims=(0, None, None))(th, xc, yc) * wc).sum()
+            total = lambda th: (vmap(per_model, in_dims=(0, None, None))(th, xc, yc) * wc).sum()  # noqa: E731
+            one = lambda v: jvp(grad(total), (theta,), (v,))[1]  # noqa: E731
             with torch.enable_grad():
-                out += jvp(grad(total), (theta,), (v,))[1].detach()
+                out += (one(V[0])[None] if len(V) == 1 else vmap(one)(V)).detach()
         return out
 
 
