@@ -7,6 +7,7 @@ import pandas as pd
 from stabkit import RunConfig
 from stabkit.engine.sampling import sample_clients
 from stabkit.run.experiment import PairedRun
+from stabkit.store.metricslog import rows_frame
 
 # The two-client problem, its gradients and local training are public (stabkit.testing.problems): the suite
 # uses the ones plug-in authors get.
@@ -81,7 +82,7 @@ def lockstep(*specs, rounds=4, **common):
 
 
 def metrics(run: PairedRun) -> pd.DataFrame:
-    return pd.concat(run.rows, ignore_index=True)
+    return rows_frame(run.rows)
 
 
 def cli(args, capsys):

@@ -13,7 +13,7 @@ def _round(t, evaluated, pairs=2):
         cols["loss_a"] = np.full(pairs, 1 / (t + 1))
     if evaluated and t:
         cols["part_a"] = np.full(pairs, t / 7)  # a column that first appears in a later group
-    return pd.DataFrame(cols)
+    return cols
 
 
 def test_groups_appended_are_the_bytes_of_one_write_even_when_columns_appear_later(tmp_path):
@@ -21,7 +21,7 @@ def test_groups_appended_are_the_bytes_of_one_write_even_when_columns_appear_lat
     log = AppendLog(tmp_path / "m.csv")
     for group in (frames[0:2], frames[2:3], frames[3:7], frames[7:10]):
         log.append(group)
-    whole = pd.concat(frames, ignore_index=True).to_csv(index=False, float_format=FLOAT_FORMAT)
+    whole = pd.concat(map(pd.DataFrame, frames), ignore_index=True).to_csv(index=False, float_format=FLOAT_FORMAT)
     assert (tmp_path / "m.csv").read_text() == whole
     assert log.rows == 20 and log.columns == ["round", "pair", "disc", "loss_a", "hit", "part_a"]
     reopened = AppendLog(tmp_path / "m.csv")

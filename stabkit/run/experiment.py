@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
@@ -155,7 +154,7 @@ class PairedRun:
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
         self.engine.threads = self.evaluator.threads = self.threads
         self._full_evaluator = self.evaluator if cfg.eval_fraction >= 1 else None
-        self.rows: list = []  # logged rows not yet appended to metrics.csv (all rows without a run directory)
+        self.rows: list = []  # logged row groups (column dicts) not yet in metrics.csv (all, without a run directory)
         self.local_rows: list = []
         self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
@@ -235,11 +234,11 @@ class PairedRun:
                     worst = float(np.max(np.abs(v[:, j])))
                     if why is None and not name.endswith("acc") and not worst <= OVERFLOW:
                         why = f"non-finite {name}" if not np.isfinite(worst) else f"{name} {worst:.3g} > {OVERFLOW:g}"
-        self.rows.append(pd.DataFrame(cols))
+        self.rows.append(cols)
         if rec is not None:
             for k, l1, l2, l3 in rec.local:
-                self.local_rows.append(pd.DataFrame({"round": t - 1, "pair": np.arange(R), "k": k,
-                                                     "l1_a": l1[:, 0], "l1_b": l1[:, 1], "l2": l2, "l3": l3}))
+                self.local_rows.append({"round": np.full(R, t - 1), "pair": np.arange(R), "k": np.full(R, k),
+                                        "l1_a": l1[:, 0], "l1_b": l1[:, 1], "l2": l2, "l3": l3})
         return why
 
     def _evaluates(self, t: int) -> bool:

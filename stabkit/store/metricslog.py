@@ -17,11 +17,23 @@ import io
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from stabkit.store.atomic import atomic_write_text, raise_if_disk_full
 
 FLOAT_FORMAT = "%.10g"
+
+
+def rows_frame(groups: list) -> pd.DataFrame:
+    """One DataFrame of row groups, each a dict ``column -> array`` of one round's rows: columns in order of
+    first appearance, NaN where a group lacks a column -- what ``pd.concat`` of per-round DataFrames gives,
+    built once per flush instead of a DataFrame per round (W1: 1.3 of a paired round's 8.3 ms went into
+    per-round DataFrames)."""
+    columns = list(dict.fromkeys(name for group in groups for name in group))
+    sizes = [len(next(iter(group.values()))) for group in groups]
+    return pd.DataFrame({name: np.concatenate([np.asarray(group[name]) if name in group else np.full(n, np.nan)
+                                               for group, n in zip(groups, sizes)]) for name in columns})
 
 
 def _csv(df: pd.DataFrame, header: bool) -> str:
@@ -41,11 +53,11 @@ class AppendLog:
                 self.columns = first.rstrip("\n").split(",") if first.endswith("\n") else []
                 self.rows = sum(1 for line in f if line.endswith("\n"))
 
-    def append(self, frames: list) -> None:
-        """Append the rows of ``frames`` (DataFrames) as one group."""
-        if not frames:
+    def append(self, groups: list) -> None:
+        """Append the rows of ``groups`` (dicts ``column -> array``, see :func:`rows_frame`) as one group."""
+        if not groups:
             return
-        df = pd.concat(frames, ignore_index=True)
+        df = rows_frame(groups)
         new = [c for c in df.columns if c not in self.columns]
         if new or not self.path.is_file():
             self._widen(self.columns + new, df)
