@@ -147,6 +147,11 @@ class HookRaises(Algorithm):
         return ctx.x - means["momentum"], {}
 
 
+def two_layer_regressor(task):
+    """A non-linear model on a regression task (the quadratic's closed-form constants are not its)."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(task.input_shape)), 4), nn.Tanh(), nn.Linear(4, 1))
+
+
 def three_outputs(task):
     return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(task.input_shape)), 3))
 

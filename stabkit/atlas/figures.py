@@ -53,9 +53,40 @@ def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
     return _png(save(fig, out, "curves"))
 
 
+def label_without_overlap(ax, xs, ys, names, fontsize: float = 7.0) -> list:
+    """Name the points ``(xs, ys)`` beside them, labels pushed apart vertically where they would overlap
+    (a line joins a moved label to its point), kept inside the axes; returns the text objects."""
+    if not len(names):
+        return []
+    fig = ax.figure
+    fig.canvas.draw()  # the limits and transforms as drawn
+    px = ax.transData.transform(np.column_stack([xs, ys]))
+    lo, hi = ax.transAxes.transform([(0, 0.03), (0, 0.97)])[:, 1]
+    gap = 1.35 * fontsize * fig.dpi / 72
+    order = np.argsort(px[:, 1], kind="stable")
+    place = px[:, 1].clip(lo, hi)
+    for below, above in zip(order, order[1:]):  # upwards: each label at least a line above the one below
+        place[above] = max(place[above], place[below] + gap)
+    place[order[-1]] = min(place[order[-1]], hi)  # then down from the top edge where that overflowed
+    for above, below in zip(order[::-1], order[::-1][1:]):
+        place[below] = min(place[below], place[above] - gap)
+    right = ax.transAxes.transform([(0.72, 0)])[0, 0]
+    texts = []
+    for (x, y), p, name in zip(px, place, names):
+        left_side = x > right  # near the right edge: the label goes to the left of its point
+        dx, dy = (-6 if left_side else 6) * 72 / fig.dpi, (p - y) * 72 / fig.dpi
+        moved = abs(dy) > 0.5 * fontsize
+        texts.append(ax.annotate(name, ax.transData.inverted().transform((x, y)), xytext=(dx * 1.5, dy),
+                                 textcoords="offset points", fontsize=fontsize, color="0.1", va="center",
+                                 ha="right" if left_side else "left",
+                                 arrowprops=dict(arrowstyle="-", color="0.4", lw=0.5) if moved else None))
+    return texts
+
+
 def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
-    """Per table: D_T (± 95% CI) against test accuracy (or test loss); the Pareto front joined; every
-    point named (log D_T axis where the cells span more than 30x)."""
+    """Per table: D_T (± 95% CI) against test accuracy (or test loss); the Pareto front joined and named
+    (labels kept apart; the other cells grey and unnamed: their names are in the table); log D_T axis where
+    the cells span more than 30x."""
     sns.set_theme(**STYLE)
     front = pareto_front(cells)
     q = quality(cells)
@@ -67,13 +98,10 @@ def draw_frontier(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
         y = -q[ok.index] if regression else q[ok.index]
         ax.errorbar(ok["D_T"], y, xerr=ok["D_T.hw"].fillna(0), fmt="o", ms=4, color="0.55", capsize=2, lw=0.8)
         on = ok[front[ok.index]].sort_values("D_T")
-        ax.plot(on["D_T"], y[on.index], "-o", color="C3", ms=6, lw=1.5, label="Pareto front")
-        for _, row in ok.iterrows():  # every point named; the front's names dark, the others grey
-            front_row = bool(front[row.name])
-            ax.annotate(row["name"], (row["D_T"], y[row.name]), fontsize=7 if front_row else 5.5,
-                        color="0.1" if front_row else "0.5", xytext=(3, 3), textcoords="offset points")
+        ax.plot(on["D_T"], y[on.index], "-o", color="C3", ms=6, lw=1.5, label="Pareto front (named)")
         if len(ok) > 1 and ok["D_T"].min() > 0 and ok["D_T"].max() / ok["D_T"].min() > 30:
             ax.set_xscale("log")
+        label_without_overlap(ax, on["D_T"].to_numpy(), y[on.index].to_numpy(), list(on["name"]))
         left = len(g) - len(ok)
         ax.set(title=f"{titles.get(task, task)}, {perturb}" + (f"\n({left} cells not ranked)" if left else ""),
                xlabel=r"$D_T$ (± 95% CI)", ylabel="test loss (lower is better)" if regression else "test accuracy")

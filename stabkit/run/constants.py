@@ -88,6 +88,31 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
     return out
 
 
+# Closed-form constants a task can know (the quadratic's, ``Task.constants``) -> the constants.json keys they set.
+EXACT_KEYS = {"L": "L", "mu": ("mu_sc", "mu_pl"), "sigma_g2": "sigma_g2", "sigma_g2_mean": "sigma_g2_mean",
+              "f_star": "f_star", "convex": "convex"}
+
+
+def with_exact(estimated: dict, exact: dict, weight_decay: float = 0.0) -> dict:
+    """``estimated`` with the task's closed-form constants ``exact`` in place of the estimates of the same
+    quantities, so the bounds are evaluated with the true L, μ, σ_g² (the atlas's quadratic); each replaced
+    estimate stays beside it as ``<key>_estimated``, and ``exact`` lists the keys that are closed form.
+    Weight decay λ adds λ/2 ||x||² to f: λ joins L and μ; f* is then not the task's and stays estimated."""
+    out, closed = dict(estimated), []
+    for name, keys in EXACT_KEYS.items():
+        if name not in exact or (name == "f_star" and weight_decay):
+            continue
+        value = exact[name] + weight_decay if name in ("L", "mu") else exact[name]
+        for key in (keys,) if isinstance(keys, str) else keys:
+            if key in out:
+                out[f"{key}_estimated"] = out[key]
+            out[key] = value
+            closed.append(key)
+    if closed:
+        out["exact"] = closed
+    return out
+
+
 def _from_metrics(df: pd.DataFrame) -> dict:
     """The constants the logged metrics give: Θ (max, rms), f*, F0, L_G and the PL constant μ."""
     out = {}

@@ -46,7 +46,7 @@ from stabkit.errors import ConfigError, require
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
-from stabkit.run.constants import estimate_constants
+from stabkit.run.constants import estimate_constants, with_exact
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.init import initial_parameters
 from stabkit.run.resume_check import checked_checkpoint
@@ -344,6 +344,8 @@ class PairedRun:
             try:
                 estimated = estimate_constants(self.cfg, self.model, self.data, weights,
                                                [snapshots[r] for r in rounds], df)
+                if self.cfg.model in (None, self.task.default_model):  # the task's closed form is its model's
+                    estimated = with_exact(estimated, self.task.constants, self.cfg.weight_decay)
                 self.writer.constants(estimated, rounds)
                 constants = "estimated"
             except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing

@@ -32,8 +32,9 @@ class Task:
     ``val_x[i]`` / ``val_y[i]``: at least one held-out sample from client i's own distribution (semi-empirical
     risk R_e, and the pool a replaced sample is drawn from). ``test_x`` / ``test_y``: the test split.
     ``default_model``: the model used when the run names none (a ``--model`` name or import path).
-    ``constants``: closed-form problem constants where the task knows them (quadratic: L, mu, sigma_g2,
-    x_star). ``description``: one line for listings.
+    ``constants``: closed-form problem constants where the task knows them, for its default model (quadratic:
+    L, mu, sigma_g2, sigma_g2_mean, convex, x_star, f_star; a run's constants.json takes them in place of the
+    estimates, ``stabkit.run.constants.with_exact``). ``description``: one line for listings.
     """
 
     name: str

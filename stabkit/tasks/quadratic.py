@@ -74,14 +74,16 @@ def build_quadratic(opts: TaskOptions, rng: np.random.Generator) -> Task:
     x_star = optima[:opts.clients].mean(axis=0)
     f_star = np.mean([np.sum((a.astype(np.float64) @ x_star - b) ** 2) / (2 * n)
                       for a, b in zip(train_x[:opts.clients], train_y[:opts.clients])])
-    sigma_g2 = np.max(np.sum(((optima[:opts.clients] - x_star) @ hess) ** 2, axis=1))
+    dissimilarity = np.sum(((optima[:opts.clients] - x_star) @ hess) ** 2, axis=1)  # ||grad F_i - grad f||^2
+    sigma_g2, sigma_g2_mean = dissimilarity.max(), dissimilarity.mean()
     return Task(
         name="quadratic", kind="regression", num_classes=0, input_shape=(dim,),
         train_x=train_x, train_y=train_y,
         val_x=val_x, val_y=val_y, test_x=np.concatenate(test_x), test_y=np.concatenate(test_y),
         num_train_clients=opts.clients, default_model="linear",
         constants={"L": 1.0, "mu": 1.0 / opts.quad_condition, "sigma_g2": float(sigma_g2),
-                   "x_star": x_star.tolist(), "f_star": float(f_star)},
+                   "sigma_g2_mean": float(sigma_g2_mean), "convex": True, "x_star": x_star.tolist(),
+                   "f_star": float(f_star)},
         description=f"least squares, dim {dim}, condition {opts.quad_condition}, "
                     f"{opts.clients}+{opts.heldout_clients} clients",
     )
