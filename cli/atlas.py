@@ -19,6 +19,11 @@ from stabkit_cli.sweep import Progress
 @click.option("--out", default="atlas", show_default=True, help="atlas directory (page, tables, figures; sweep/)")
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
+@click.option("--ci-target", default=None, type=float, metavar="H",
+              help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the seeds its "
+                   "spread asks for (e.g. 0.1 for +-10%%; a second resumable sweep, OUT/topup)")
+@click.option("--max-units", default=512, show_default=True, type=int,
+              help="with --ci-target: replicate units (seeds x pairs) per cell at most")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=1, show_default=True, type=int, help="local executor: processes")
@@ -26,7 +31,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--quiet", is_flag=True, help="no progress lines")
-def atlas(suite, algos, out, seeds, pairs, data_dir, executor, workers, address, dry_run, no_projection, quiet):
+def atlas(suite, algos, out, seeds, pairs, ci_target, max_units, data_dir, executor, workers, address, dry_run,
+          no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
@@ -35,7 +41,8 @@ def atlas(suite, algos, out, seeds, pairs, data_dir, executor, workers, address,
     require_out(out)
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
-                       command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection)
+                       command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
+                       ci_target, max_units)
     res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
     if dry_run:
         return

@@ -149,7 +149,8 @@ def _label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
 def _cell_row(key, members: list, learn_floor) -> dict:
     task, perturb, setting = key
     row = {"task": task, "perturb": perturb, **{f"param.{a}": v for a, v in setting},
-           "algo": members[0].config.get("algo", members[0].params.get("algo")), "jobs": [j.id for j in members], "seeds": len(members)}
+           "algo": members[0].config.get("algo", members[0].params.get("algo")), "jobs": [j.id for j in members],
+           "job_dirs": [j.path for j in members], "seeds": len(members)}
     with_metrics = [j for j in members if j.curves is not None]
     diverged = [j.diverged_round for j in members if j.diverged_round is not None]
     failed = [j for j in members if j.curves is None]

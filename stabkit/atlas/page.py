@@ -78,10 +78,11 @@ def _cells_of(row, front: bool, runs_html: Markup) -> list:
 
 
 def _runs_html(row, root: Path, out: Path) -> Markup:
-    """Links to the cell's run directories (one per seed) and, folded, the command that reproduces each."""
+    """Links to the cell's run directories (one per seed, in the sweep ``root`` or a top-up beside it) and,
+    folded, the command that reproduces each."""
     links, commands = [], []
-    for job in row["jobs"]:
-        rel = os.path.relpath(root / "jobs" / job, out)
+    for job, path in zip(row["jobs"], row.get("job_dirs") or [root / "jobs" / j for j in row["jobs"]]):
+        rel = os.path.relpath(path, out)
         seed = re.search(r"seed=(\d+)", job)
         links.append(Markup('<a href="{0}/">{1}</a>').format(rel, f"s{seed.group(1)}" if seed else "run"))
         commands.append(Markup("<code>stabkit pair --config {0}/config.json --out runs/{1}</code>").format(rel, job))
@@ -225,7 +226,7 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
         tables=tables, md_columns=[{"label": label} for k, label, _, _ in COLUMNS if k != "runs"])
     atomic_write_text(out / "cells.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
     atomic_write_text(out / "summary.md", wide_markdown(cells, titles))
-    csv = cells.drop(columns=["curve"], errors="ignore").assign(jobs=cells["jobs"].map(";".join))
+    csv = cells.drop(columns=["curve", "job_dirs"], errors="ignore").assign(jobs=cells["jobs"].map(";".join))
     atomic_write_csv(out / "cells.csv", csv)
     atomic_write_json(out / "link.json", link)
     return {"page": out / "index.html", "cells": out / "cells.csv", "markdown": out / "cells.md",

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from stabkit.atlas.cells import cell_table, read_jobs
 from stabkit.atlas.page import write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
+from stabkit.atlas.topup import TOPUP, check_target, extra_seeds, topup_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
 
@@ -85,6 +86,8 @@ class AtlasRequest:
     command: str = ""
     dry_run: bool = False
     project: bool = True
+    ci_target: Optional[float] = None  # top up cells whose D_T half-width exceeds this share of the mean
+    max_units: int = 512  # replicate units (seeds x pairs) a top-up may give a cell at most
 
 
 def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress: Optional[Callable] = None) -> dict:
@@ -94,13 +97,15 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
 
     suite_name, data_dir, workers, seeds, pairs = req.suite, req.data_dir, req.workers, req.seeds, req.pairs
     suite = scaled(get_suite(suite_name), seeds, pairs)
+    check_target(req.ci_target, req.max_units)
     names = resolve_algos(req.algos)
     out = Path(out)
     check_out(out, suite)
     if suite.needs_data:
         require(data_dir is not None, "data_dir", data_dir, f"the folder with the data files of suite {suite.name!r} "
                 "(--data-dir DIR; see the README's Data sets)")
-    spec = parse_spec(suite_spec_dict(suite, names, data_dir), source=f"suite {suite.name}")
+    spec_dict = suite_spec_dict(suite, names, data_dir)
+    spec = parse_spec(spec_dict, source=f"suite {suite.name}")
     jobs = spec.jobs()
     _check_same_sweep(out, spec)
     if getattr(executor, "shares_files", True):
@@ -116,30 +121,67 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
         return {"jobs": len(jobs)}
     out.mkdir(parents=True, exist_ok=True)
     meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
-            "seeds": seeds, "pairs": pairs}
+            "seeds": seeds, "pairs": pairs, "ci_target": req.ci_target, "max_units": req.max_units}
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
-    manifest = run_sweep(spec, out / SWEEP, executor, progress=progress)
+    manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
+    if req.ci_target is not None:
+        manifests += _top_up(req, out, spec_dict, executor, echo, progress)
     meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
-    meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for r in manifest.jobs.values()), 1)
+    meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for m in manifests for r in m.jobs.values()), 1)
     atomic_write_json(out / ATLAS_FILE, meta)
-    return {**atlas_page(out), "counts": manifest.counts()}
+    counts = {k: sum(m.counts().get(k, 0) for m in manifests) for k in manifests[0].counts()}
+    return {**atlas_page(out), "counts": counts}
+
+
+def _top_up(req: AtlasRequest, out: Path, main: dict, executor, echo: Callable, progress) -> list:
+    """The top-up sweep (``stabkit.atlas.topup``) of the cells the main sweep left wider than the target."""
+    from stabkit.sweep import parse_spec, run_sweep
+
+    extra = extra_seeds(atlas_cells(out, main_only=True), req.ci_target, req.max_units)
+    spec_dict = topup_spec(main, extra)
+    if spec_dict is None:
+        echo(f"top-up: every ranked cell is within ±{req.ci_target:.0%} (or at {req.max_units} units)")
+        return []
+    spec = parse_spec(spec_dict, source="atlas top-up")
+    jobs = spec.jobs()
+    text = ""
+    if req.project:
+        from stabkit.atlas.estimate import projected_seconds
+
+        text = f"; projected {projected_seconds(jobs, req.workers)['total_s'] / 60:.1f} min on {req.workers} worker(s)"
+    echo(f"top-up to ±{req.ci_target:.0%}: {len(extra)} cells need more replicates (at most {req.max_units} units "
+         f"each): {len(jobs)} more jobs{text}")
+    return [run_sweep(spec, out / TOPUP, executor, progress=progress)]
+
+
+def atlas_cells(out: Path, main_only: bool = False):
+    """The cell table of the atlas in ``out``: its sweep's jobs and (unless ``main_only``) its top-up's."""
+    meta = json.loads((out / ATLAS_FILE).read_text())
+    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
+    floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
+    jobs = read_jobs(out / SWEEP)
+    if not main_only and (out / TOPUP / "manifest.json").is_file():
+        jobs += read_jobs(out / TOPUP)
+    return cell_table(jobs, learn_floor=lambda task: floors.get(task, (None, 0.9)))
 
 
 def atlas_page(out) -> dict:
-    """(Re)build the atlas page of ``out`` from its sweep directory."""
+    """(Re)build the atlas page of ``out`` from its sweep directory (and its top-up)."""
     from stabkit.atlas.suites import POLICY
 
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
-    cells = cell_table(read_jobs(out / SWEEP), learn_floor=lambda task: floors.get(task, (None, 0.9)))
+    cells = atlas_cells(out)
     tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
     cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
         {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)
     titles = {t.name: t.title for t in suite.tasks}
     extra = {"suite": suite.name}
+    if meta.get("ci_target") is not None:
+        extra["top-up"] = (f"cells wider than ±{meta['ci_target']:.0%} of D_T given more seeds, at most "
+                           f"{meta['max_units']} units (seeds x pairs) each")
     if meta.get("sweep_wall_s") is not None:
         extra["suite time (this invocation; wall)"] = f"{meta['sweep_wall_s']:.0f} s"
         extra["job time (sum over jobs, one thread each)"] = f"{meta['job_wall_s']:.0f} s"
