@@ -302,7 +302,8 @@ def local_curves(local: pd.DataFrame, column: str = "l2", rounds=None) -> tuple[
 
 def _ratio(num, den):
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
-    out = np.divide(num, den, out=np.full(np.broadcast(num, den).shape, np.nan), where=den != 0)
+    with np.errstate(over="ignore"):  # a ratio beyond float range is inf, said in the table, not a warning
+        out = np.divide(num, den, out=np.full(np.broadcast(num, den).shape, np.nan), where=den != 0)
     return out if out.ndim else float(out)
 
 
