@@ -21,7 +21,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
               help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the seeds its "
-                   "spread asks for (e.g. 0.1 for +-10%%; a second resumable sweep, OUT/topup)")
+                   "spread asks for (a second resumable sweep, OUT/topup); default: the suite's (small: 0.1)")
+@click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=512, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
@@ -31,8 +32,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--quiet", is_flag=True, help="no progress lines")
-def atlas(suite, algos, out, seeds, pairs, ci_target, max_units, data_dir, executor, workers, address, dry_run,
-          no_projection, quiet):
+def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data_dir, executor, workers, address,
+          dry_run, no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
@@ -42,7 +43,7 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, max_units, data_dir, execu
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
                        command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
-                       ci_target, max_units)
+                       ci_target, max_units, not no_top_up)
     res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
     if dry_run:
         return

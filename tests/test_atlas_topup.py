@@ -1,40 +1,40 @@
-"""``stabkit atlas --ci-target``: cells whose 95% interval of D_T is wider than asked get more seeds, as a
-second resumable sweep whose jobs pool into the same cells."""
+"""``stabkit atlas --ci-target``: cells whose 95% interval of D_T is wider than asked get more pairs (one job
+per cell, a new seed), as a second resumable sweep whose jobs pool into the same cells."""
 import pandas as pd
 import pytest
 from helpers import cli
 
 from stabkit.atlas.suites import SUITES, suite_spec_dict
-from stabkit.atlas.topup import extra_seeds, topup_spec
+from stabkit.atlas.topup import extra_units, topup_spec
 
 
 def _cells(rows):
     return pd.DataFrame(rows, columns=["task", "perturb", "algo", "status", "D_T.rel_hw", "units", "seeds"])
 
 
-def test_extra_seeds_follow_the_square_law_and_the_cap():
+def test_extra_units_follow_the_square_law_and_the_cap():
     cells = _cells([
-        ("digits", "sample", "fedavg", "ok", 0.30, 64, 2),     # (0.3/0.1)^2 * 64 * 1.15 = 662.4 -> cap 512
+        ("digits", "sample", "fedavg", "ok", 0.30, 64, 2),     # (0.3/0.1)^2 * 64 * 1.15 = 662.4 -> cap 512: +448
         ("digits", "sample", "scaffold", "ok", 0.15, 64, 2),   # 2.25 * 64 * 1.15 = 165.6 -> 166: +102 units
         ("digits", "client", "fedavg", "ok", 0.05, 16, 2),     # within the target: nothing
         ("digits", "sample", "fedadam", "no learning", 0.9, 64, 2),  # not ranked: nothing
         ("digits", "sample", "fedsagd", "ok", 0.5, 512, 16),   # already at the cap
     ])
-    assert extra_seeds(cells, 0.1, 512) == {("digits", "sample", "fedavg"): 14,  # (512 - 64) / 32
-                                            ("digits", "sample", "scaffold"): 4}  # ceil(102 / 32)
+    assert extra_units(cells, 0.1, 512) == {("digits", "sample", "fedavg"): 448, ("digits", "sample", "scaffold"): 102}
 
 
-def test_topup_spec_keeps_the_main_axes_and_adds_seeds_after_the_main_ones():
+def test_topup_spec_is_one_job_per_cell_with_the_extra_pairs_and_a_new_seed():
     main = suite_spec_dict(SUITES["small"], ["fedavg", "scaffold"])
-    spec = topup_spec(main, {("digits", "sample", "scaffold"): 3, ("quadratic", "client", "fedavg"): 1})
+    spec = topup_spec(main, {("digits", "sample", "scaffold"): 96, ("quadratic", "client", "fedavg"): 5})
     assert spec["base"] == main["base"] and set(spec["zip"]) == set(main["zip"]) | {"seed"}
-    rows = list(zip(*spec["zip"].values()))
     keys = list(spec["zip"])
-    got = sorted((r[keys.index("task")], r[keys.index("perturb")], r[keys.index("algo")], r[keys.index("seed")])
-                 for r in rows)
-    assert got == [("digits", "sample", "scaffold", 2), ("digits", "sample", "scaffold", 3),
-                   ("digits", "sample", "scaffold", 4), ("quadratic", "client", "fedavg", 2)]
+    got = sorted(tuple(r[keys.index(k)] for k in ("task", "perturb", "algo", "pairs", "seed"))
+                 for r in zip(*spec["zip"].values()))
+    assert got == [("digits", "sample", "scaffold", 96, 2), ("quadratic", "client", "fedavg", 5, 2)]
     assert topup_spec(main, {}) is None
+    one_size = suite_spec_dict(SUITES["ci"], ["fedavg"])  # pairs in the base (one value): zipped in the top-up
+    spec = topup_spec({**one_size, "base": {**one_size["base"], "pairs": 6}}, {("digits", "sample", "fedavg"): 7})
+    assert "pairs" not in spec["base"] and spec["zip"]["pairs"] == [7]
 
 
 def test_atlas_tops_up_the_wide_cells_and_pools_them(tmp_path, capsys):
@@ -46,7 +46,7 @@ def test_atlas_tops_up_the_wide_cells_and_pools_them(tmp_path, capsys):
     cells = pd.read_csv(out / "cells.csv")
     wide = cells[cells["units"] > 6]
     assert "top-up to ±10%" in stdout and len(wide) >= 1 and (wide["units"] <= 12).all()
-    assert (wide["seeds"] > 2).all() and (cells["units"] == 3 * cells["seeds"]).all()
+    assert (wide["seeds"] == 3).all() and (cells.loc[cells["units"] == 6, "seeds"] == 2).all()  # + one job each
     assert "topup/jobs/" in (out / "index.html").read_text()  # the extra seeds' runs are linked
     topped = len(list((out / "topup" / "jobs").iterdir()))
     code, stdout, _ = cli(args, capsys)  # the same command again: both sweeps resume, nothing reruns
@@ -64,3 +64,12 @@ def test_bad_targets_are_one_line(tmp_path, capsys, args, message):
                              "--no-projection"], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "a").exists()
+
+
+def test_the_small_suite_tops_up_to_ten_percent_by_default():
+    from stabkit.atlas.runner import AtlasRequest
+
+    assert AtlasRequest().target(SUITES["small"]) == 0.1
+    assert AtlasRequest(top_up=False).target(SUITES["small"]) is None  # --no-top-up
+    assert AtlasRequest(ci_target=0.2).target(SUITES["small"]) == 0.2
+    assert AtlasRequest().target(SUITES["ci"]) is None and AtlasRequest(ci_target=0.2).target(SUITES["ci"]) == 0.2

@@ -34,7 +34,7 @@ from stabkit.errors import ConfigError
 from stabkit.store.runstore import load_run
 from stabkit.sweep.manifest import read_manifest
 
-REPLICATE = "seed"
+REPLICATES = ("seed", "pairs")  # replication, not setting: a cell pools every pair of every seed
 DEFAULT_FLOOR = (None, 0.9)  # (test-accuracy floor, final/initial train-loss ceiling) of a sweep outside a suite
 TABLE_KEYS = ("task", "perturb")  # one table per task and perturbation
 RATE = {"linear": ("c", "slope"), "power": ("p", "exponent"), "saturating": ("rho", "rate ρ"),
@@ -123,7 +123,7 @@ def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
     """One row per cell (see the module docstring). ``learn_floor(task) -> (acc_floor, loss_ratio_ceiling)``
     gives the learning floor of a task (default :data:`DEFAULT_FLOOR`: the final training loss must be at
     most 0.9 x the initial one)."""
-    axes = list(dict.fromkeys(a for j in jobs for a in j.params if a not in (REPLICATE, *TABLE_KEYS)))
+    axes = list(dict.fromkeys(a for j in jobs for a in j.params if a not in (*REPLICATES, *TABLE_KEYS)))
     groups: dict = {}
     for job in jobs:
         groups.setdefault(cell_key(job, axes), []).append(job)

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from stabkit.atlas.cells import cell_table, read_jobs
 from stabkit.atlas.page import write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
-from stabkit.atlas.topup import TOPUP, check_target, extra_seeds, topup_spec
+from stabkit.atlas.topup import TOPUP, check_target, extra_units, topup_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
 
@@ -86,8 +86,13 @@ class AtlasRequest:
     command: str = ""
     dry_run: bool = False
     project: bool = True
-    ci_target: Optional[float] = None  # top up cells whose D_T half-width exceeds this share of the mean
+    ci_target: Optional[float] = None  # top up cells whose D_T half-width exceeds this share (None: the suite's)
     max_units: int = 512  # replicate units (seeds x pairs) a top-up may give a cell at most
+    top_up: bool = True  # False: no top-up, whatever the suite's target
+
+    def target(self, suite: Suite) -> Optional[float]:
+        """The relative half-width the cells are topped up to, or None (no top-up)."""
+        return (self.ci_target if self.ci_target is not None else suite.ci_target) if self.top_up else None
 
 
 def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress: Optional[Callable] = None) -> dict:
@@ -98,6 +103,7 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     suite_name, data_dir, workers, seeds, pairs = req.suite, req.data_dir, req.workers, req.seeds, req.pairs
     suite = scaled(get_suite(suite_name), seeds, pairs)
     check_target(req.ci_target, req.max_units)
+    target = req.target(suite)
     names = resolve_algos(req.algos)
     out = Path(out)
     check_out(out, suite)
@@ -117,16 +123,18 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
         echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
              f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
              f"on {workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
+        if target is not None:
+            echo(f"then a top-up to ±{target:.0%} of D_T (its jobs and time are printed when the sweep has ended)")
     if req.dry_run:
         return {"jobs": len(jobs)}
     out.mkdir(parents=True, exist_ok=True)
     meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
-            "seeds": seeds, "pairs": pairs, "ci_target": req.ci_target, "max_units": req.max_units}
+            "seeds": seeds, "pairs": pairs, "ci_target": target, "max_units": req.max_units}
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
     manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
-    if req.ci_target is not None:
-        manifests += _top_up(req, out, spec_dict, executor, echo, progress)
+    if target is not None:
+        manifests += _top_up(req, target, out, spec_dict, executor, echo, progress)
     meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
     meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for m in manifests for r in m.jobs.values()), 1)
     atomic_write_json(out / ATLAS_FILE, meta)
@@ -134,14 +142,14 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     return {**atlas_page(out), "counts": counts}
 
 
-def _top_up(req: AtlasRequest, out: Path, main: dict, executor, echo: Callable, progress) -> list:
+def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, executor, echo: Callable, progress) -> list:
     """The top-up sweep (``stabkit.atlas.topup``) of the cells the main sweep left wider than the target."""
     from stabkit.sweep import parse_spec, run_sweep
 
-    extra = extra_seeds(atlas_cells(out, main_only=True), req.ci_target, req.max_units)
+    extra = extra_units(atlas_cells(out, main_only=True), target, req.max_units)
     spec_dict = topup_spec(main, extra)
     if spec_dict is None:
-        echo(f"top-up: every ranked cell is within ±{req.ci_target:.0%} (or at {req.max_units} units)")
+        echo(f"top-up: every ranked cell is within ±{target:.0%} (or at {req.max_units} units)")
         return []
     spec = parse_spec(spec_dict, source="atlas top-up")
     jobs = spec.jobs()
@@ -150,8 +158,8 @@ def _top_up(req: AtlasRequest, out: Path, main: dict, executor, echo: Callable, 
         from stabkit.atlas.estimate import projected_seconds
 
         text = f"; projected {projected_seconds(jobs, req.workers)['total_s'] / 60:.1f} min on {req.workers} worker(s)"
-    echo(f"top-up to ±{req.ci_target:.0%}: {len(extra)} cells need more replicates (at most {req.max_units} units "
-         f"each): {len(jobs)} more jobs{text}")
+    echo(f"top-up to ±{target:.0%}: {len(extra)} cells need more pairs (at most {req.max_units} units each): "
+         f"{len(jobs)} more jobs, {sum(extra.values())} pairs{text}")
     return [run_sweep(spec, out / TOPUP, executor, progress=progress)]
 
 
