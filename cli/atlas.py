@@ -21,7 +21,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
               help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the seeds its "
-                   "spread asks for (a second resumable sweep, OUT/topup); default: the suite's (small: 0.1)")
+                   "spread asks for (e.g. 0.1 for +-10%%; a second resumable sweep, OUT/topup); default: the suite's "
+                   "(none: the small suite's time)")
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=512, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")

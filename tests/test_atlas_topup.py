@@ -26,7 +26,8 @@ def test_extra_units_follow_the_square_law_and_the_cap():
 def test_topup_spec_is_one_job_per_cell_with_the_extra_pairs_and_a_new_seed():
     main = suite_spec_dict(SUITES["small"], ["fedavg", "scaffold"])
     spec = topup_spec(main, {("digits", "sample", "scaffold"): 96, ("quadratic", "client", "fedavg"): 5})
-    assert spec["base"] == main["base"] and set(spec["zip"]) == set(main["zip"]) | {"seed"}
+    assert spec["base"] == {**main["base"], "eval_every": 100}  # losses at 0 and T: what the cells read
+    assert set(spec["zip"]) == set(main["zip"]) | {"seed"}
     keys = list(spec["zip"])
     got = sorted(tuple(r[keys.index(k)] for k in ("task", "perturb", "algo", "pairs", "seed"))
                  for r in zip(*spec["zip"].values()))
@@ -66,10 +67,13 @@ def test_bad_targets_are_one_line(tmp_path, capsys, args, message):
     assert not (tmp_path / "a").exists()
 
 
-def test_the_small_suite_tops_up_to_ten_percent_by_default():
+def test_the_target_is_the_request_s_else_the_suite_s_and_no_top_up_wins():
+    import dataclasses
+
     from stabkit.atlas.runner import AtlasRequest
 
-    assert AtlasRequest().target(SUITES["small"]) == 0.1
-    assert AtlasRequest(top_up=False).target(SUITES["small"]) is None  # --no-top-up
-    assert AtlasRequest(ci_target=0.2).target(SUITES["small"]) == 0.2
-    assert AtlasRequest().target(SUITES["ci"]) is None and AtlasRequest(ci_target=0.2).target(SUITES["ci"]) == 0.2
+    assert AtlasRequest().target(SUITES["small"]) is None  # the small suite's default: no top-up (its time)
+    assert AtlasRequest(ci_target=0.1).target(SUITES["small"]) == 0.1
+    with_target = dataclasses.replace(SUITES["small"], ci_target=0.2)
+    assert AtlasRequest().target(with_target) == 0.2 and AtlasRequest(ci_target=0.1).target(with_target) == 0.1
+    assert AtlasRequest(top_up=False).target(with_target) is None  # --no-top-up

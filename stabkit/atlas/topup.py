@@ -8,7 +8,8 @@ the pairs its measured spread asks for: a half-width falls as 1/sqrt(units), so 
 half-width h with n units needs about n (h / target)^2 (times ``MARGIN``), at most ``max_units`` in all.
 The extra units of a cell run as *one* job with a new seed and that many pairs (the engine batches pairs:
 448 pairs of the quadratic in one job cost a fraction of fourteen 32-pair jobs, whose time is mostly per-job
-set-up). The extra jobs are one more resumable sweep (``OUT/topup``), derived from the main sweep's cells
+set-up), evaluating the losses at rounds 0 and T only (what the cells read). The extra jobs are one more
+resumable sweep (``OUT/topup``), derived from the main sweep's cells
 alone, so re-running the same command resumes it; a cell pools every pair of every job (seeds and pairs are
 replication, ``stabkit.atlas.cells.REPLICATES``) and the page reports the half-width reached.
 """
@@ -60,4 +61,7 @@ def topup_spec(main: dict, extra: dict) -> dict | None:
         if pairs:
             for k in keys:
                 out[k].append({"pairs": pairs, "seed": seed}.get(k, row.get(k)))
-    return {"name": f"{main['name']}-topup", "base": {k: v for k, v in base.items() if k != "pairs"}, "zip": out}
+    top_base = {k: v for k, v in base.items() if k != "pairs"}
+    if base.get("rounds"):  # losses at 0 and T only: what the cells read (evaluating 2 x hundreds of models
+        top_base["eval_every"] = base["rounds"]  # every 10th round was most of a big top-up job's time)
+    return {"name": f"{main['name']}-topup", "base": top_base, "zip": out}
