@@ -15,6 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fedyogi"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_count():
+    """Every run of the session uses one intra-op thread count: the policy's choice, measured once at the start
+    (``STABKIT_THREADS``, unless already set). A run measures the idle CPUs when it starts, and results differ in
+    the last bits between thread counts (documented in ``stabkit.engine.threads``; config.json records the
+    count): two runs compared for determinism must not straddle a moment of load (the first test of a session
+    once did, in a fresh clone: round 0's grad_norm_sq differed in the 6th digit)."""
+    from stabkit.engine.threads import THREADS_ENV, run_threads
+
+    if THREADS_ENV in os.environ:
+        yield
+        return
+    os.environ[THREADS_ENV] = str(run_threads(float("inf")))
+    yield
+    os.environ.pop(THREADS_ENV, None)
+
+
 class Plugin(NamedTuple):
     path: Path  # the example package's source directory
     env: dict  # the environment of a subprocess that has the package installed
