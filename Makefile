@@ -48,7 +48,7 @@ recipes: $(STAMP)
 
 # The stability atlas (README, "What the measurements say so far"): the small suite topped up to +-10% half-widths,
 # its page in runs/atlas/, the README's figures and tables copied to figures/atlas/. ATLAS_ARGS="--no-top-up"
-# runs the suite alone (12 min on 2 idle cores instead of ~40).
+# runs the suite alone (12 min on 2 idle cores instead of ~32).
 ATLAS := runs/atlas
 ATLAS_ARGS ?= --ci-target 0.1
 
