@@ -20,7 +20,7 @@ from stabkit_cli.sweep import Progress
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
-              help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the seeds its "
+              help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the pairs its "
                    "spread asks for (e.g. 0.1 for +-10%%; a second resumable sweep, OUT/topup); default: the suite's "
                    "(none: the small suite's time)")
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")

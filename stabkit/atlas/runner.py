@@ -133,20 +133,23 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
     manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
+    main_jobs = None  # the main sweep's jobs, read once (and analysed once) for the top-up and the page
     if target is not None:
-        manifests += _top_up(req, target, out, spec_dict, executor, echo, progress)
+        main_jobs = read_jobs(out / SWEEP)
+        manifests += _top_up(req, target, out, spec_dict, main_jobs, executor, echo, progress)
     meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
     meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for m in manifests for r in m.jobs.values()), 1)
     atomic_write_json(out / ATLAS_FILE, meta)
     counts = {k: sum(m.counts().get(k, 0) for m in manifests) for k in manifests[0].counts()}
-    return {**atlas_page(out), "counts": counts}
+    return {**atlas_page(out, main_jobs), "counts": counts}
 
 
-def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, executor, echo: Callable, progress) -> list:
+def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, executor, echo: Callable,
+            progress) -> list:
     """The top-up sweep (``stabkit.atlas.topup``) of the cells the main sweep left wider than the target."""
     from stabkit.sweep import parse_spec, run_sweep
 
-    extra = extra_units(atlas_cells(out, main_only=True), target, req.max_units)
+    extra = extra_units(atlas_cells(out, main_jobs, with_topup=False), target, req.max_units)
     spec_dict = topup_spec(main, extra)
     if spec_dict is None:
         echo(f"top-up: every ranked cell is within ±{target:.0%} (or at {req.max_units} units)")
@@ -163,32 +166,34 @@ def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, executor, e
     return [run_sweep(spec, out / TOPUP, executor, progress=progress)]
 
 
-def atlas_cells(out: Path, main_only: bool = False):
-    """The cell table of the atlas in ``out``: its sweep's jobs and (unless ``main_only``) its top-up's."""
+def atlas_cells(out: Path, main_jobs: Optional[list] = None, with_topup: bool = True):
+    """The cell table of the atlas in ``out``: its sweep's jobs (``main_jobs`` if already read) and, with
+    ``with_topup``, its top-up's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
     floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
-    jobs = read_jobs(out / SWEEP)
-    if not main_only and (out / TOPUP / "manifest.json").is_file():
+    jobs = list(main_jobs) if main_jobs is not None else read_jobs(out / SWEEP)
+    if with_topup and (out / TOPUP / "manifest.json").is_file():
         jobs += read_jobs(out / TOPUP)
     return cell_table(jobs, learn_floor=lambda task: floors.get(task, (None, 0.9)))
 
 
-def atlas_page(out) -> dict:
-    """(Re)build the atlas page of ``out`` from its sweep directory (and its top-up)."""
+def atlas_page(out, main_jobs: Optional[list] = None) -> dict:
+    """(Re)build the atlas page of ``out`` from its sweep directory (and its top-up); ``main_jobs``: the
+    sweep's jobs where the caller has read them already."""
     from stabkit.atlas.suites import POLICY
 
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    cells = atlas_cells(out)
+    cells = atlas_cells(out, main_jobs)
     tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
     cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
         {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)
     titles = {t.name: t.title for t in suite.tasks}
     extra = {"suite": suite.name}
     if meta.get("ci_target") is not None:
-        extra["top-up"] = (f"cells wider than ±{meta['ci_target']:.0%} of D_T given more seeds, at most "
+        extra["top-up"] = (f"cells wider than ±{meta['ci_target']:.0%} of D_T given more pairs, at most "
                            f"{meta['max_units']} units (seeds x pairs) each")
     if meta.get("sweep_wall_s") is not None:
         extra["suite time (this invocation; wall)"] = f"{meta['sweep_wall_s']:.0f} s"

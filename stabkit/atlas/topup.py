@@ -1,4 +1,4 @@
-"""Top-up to a target precision: more replicate seeds for the cells whose 95% interval of D_T is too wide.
+"""Top-up to a target precision: more pairs for the cells whose 95% interval of D_T is too wide.
 
 Sample perturbation acts only when the replaced sample is drawn, so D_T varies far more between pairs than
 under client perturbation (coefficient of variation 0.6-1.2 against 0.02-0.3 in the small suite): a fixed
