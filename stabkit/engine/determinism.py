@@ -4,7 +4,8 @@
 ``index_add_``/``scatter_add_`` on CUDA sort instead of adding atomically; without it two identical GPU runs
 differed in the 7th digit of their round-0 ``r_u`` and ``grad_norm_sq`` (an H100, ``tests/test_cuda.py``),
 because round 0 was evaluated before the round loop switched the mode on. Every entry point that computes
-logged numbers (``PairedRun.run``/``resume``/``step``, replays) runs inside :func:`deterministic`; the mode
+logged numbers (``PairedRun.run`` and ``resume`` as a whole, ``PairedRun.step`` for callers stepping a run
+themselves, replays) runs inside :func:`deterministic`; the mode
 is put back as it was afterwards, so a caller's own setting is left alone.
 """
 from __future__ import annotations

@@ -253,12 +253,12 @@ class PairedRun:
         self._open(out, label)
         start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
         snapshots = {0: self.engine.x[0, 0].clone()}
-        with deterministic():
+        with deterministic():  # every logged number, round 0's included
             self._log_initial()
             self._sharpness(0, None, out)
-        self._save_models(0)
-        self.times["wall_s"] += time.perf_counter() - start
-        return self._run_rounds(out, 1, snapshots, progress)
+            self._save_models(0)
+            self.times["wall_s"] += time.perf_counter() - start
+            return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
@@ -276,13 +276,14 @@ class PairedRun:
         (out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
         self._open(out, label)
         rec = RoundRecord(**ck["record"])
-        if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
-            self.writer.rewind(ck["metrics_rows"], ck["local_rows"])
-            with deterministic():
+        with deterministic():  # every logged number
+            if t in (ck["rounds"], self.cfg.rounds):  # its row changes (all-data evaluation at the last round)
+                self.writer.rewind(ck["metrics_rows"], ck["local_rows"])
                 self._log(t, rec, self._evaluates(t))
-        else:  # round t's rows are logged as an uninterrupted run logs them: keep them
-            self.writer.rewind(ck["metrics_rows"] + self.cfg.pairs, ck["local_rows"] + len(rec.local) * self.cfg.pairs)
-        return self._run_rounds(out, t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
+            else:  # round t's rows are logged as an uninterrupted run logs them: keep them
+                self.writer.rewind(ck["metrics_rows"] + self.cfg.pairs,
+                                   ck["local_rows"] + len(rec.local) * self.cfg.pairs)
+            return self._run_rounds(out, t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
 
     def _open(self, out: Path, label: Optional[str]) -> None:
         """The writer of ``out``: config.json (with the chosen evaluation schedule and the run's facts) and
@@ -310,8 +311,7 @@ class PairedRun:
                     status, diverged_round = "diverged", t
                     break
                 done = t
-                with deterministic():
-                    self._sharpness(t, rec, out)
+                self._sharpness(t, rec, out)
                 if t in snapshot_rounds:
                     snapshots[t] = eng.x[0, 0].clone()
                 self.times["wall_s"] = wall_before + time.perf_counter() - session_start
