@@ -21,10 +21,10 @@ from stabkit_cli.sweep import Progress
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
               help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the pairs its "
-                   "spread asks for (e.g. 0.1 for +-10%%; a second resumable sweep, OUT/topup); default: the suite's "
-                   "(none: the small suite's time)")
+                   "spread asks for (e.g. 0.1 for +-10%%; up to three more resumable sweeps, OUT/topup, "
+                   "OUT/topup2, ...); default: the suite's")
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
-@click.option("--max-units", default=512, show_default=True, type=int,
+@click.option("--max-units", default=1024, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", default="local", show_default=True, help="local or ray")

@@ -32,8 +32,9 @@ class Residual(nn.Module):
 def _outputs(m: FlatModel, th, x, y, w, ws):
     g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
     g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
+    g_own, loss_own, corr_own = m.evaluate_own(th, x, y, ws)  # every model on data of its own
     loss, corr = m.losses(th, x[0], y[0])
-    return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
+    return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
 
 
 @pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm"])

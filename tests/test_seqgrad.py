@@ -25,11 +25,12 @@ MODELS = {  # name -> (kind, module factory, input shape)
 
 
 def _all_outputs(m: FlatModel, th, x, y, w, ws):
-    """Minibatch grads (plain, masked), evaluation on shared data and forward losses."""
+    """Minibatch grads (plain, masked), evaluation on shared and on per-model data, forward losses."""
     g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
     g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
+    g_own, loss_own, corr_own = m.evaluate_own(th, x, y, ws)  # every model on data of its own
     loss, corr = m.losses(th, x[0], y[0])
-    return [g_plain, g_masked, g_eval, loss_eval, loss], [corr_eval, corr]
+    return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from stabkit.atlas.cells import cell_table, read_jobs
 from stabkit.atlas.page import write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
-from stabkit.atlas.topup import TOPUP, check_target, extra_units, topup_spec
+from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
 
@@ -87,7 +87,7 @@ class AtlasRequest:
     dry_run: bool = False
     project: bool = True
     ci_target: Optional[float] = None  # top up cells whose D_T half-width exceeds this share (None: the suite's)
-    max_units: int = 512  # replicate units (seeds x pairs) a top-up may give a cell at most
+    max_units: int = 1024  # replicate units (seeds x pairs) a top-up may give a cell at most
     top_up: bool = True  # False: no top-up, whatever the suite's target
 
     def target(self, suite: Suite) -> Optional[float]:
@@ -133,60 +133,67 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
     manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
-    main_jobs = None  # the main sweep's jobs, read once (and analysed once) for the top-up and the page
+    jobs = None  # every sweep's jobs, read once (and analysed once) for the top-up and the page
     if target is not None:
-        main_jobs = read_jobs(out / SWEEP)
-        manifests += _top_up(req, target, out, spec_dict, main_jobs, executor, echo, progress)
+        jobs = read_jobs(out / SWEEP)
+        manifests, jobs = _top_up(req, target, out, spec_dict, jobs, manifests, executor, echo, progress)
     meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
     meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for m in manifests for r in m.jobs.values()), 1)
     atomic_write_json(out / ATLAS_FILE, meta)
     counts = {k: sum(m.counts().get(k, 0) for m in manifests) for k in manifests[0].counts()}
-    return {**atlas_page(out, main_jobs), "counts": counts}
+    return {**atlas_page(out, jobs), "counts": counts}
 
 
-def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, executor, echo: Callable,
-            progress) -> list:
-    """The top-up sweep (``stabkit.atlas.topup``) of the cells the main sweep left wider than the target."""
+def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, manifests: list, executor,
+            echo: Callable, progress) -> tuple:
+    """The top-up passes (``stabkit.atlas.topup``) of the cells still wider than the target: ``(manifests,
+    jobs)``, the main sweep's with every pass's appended."""
+    from stabkit.atlas.cells import read_jobs
     from stabkit.sweep import parse_spec, run_sweep
 
-    extra = extra_units(atlas_cells(out, main_jobs, with_topup=False), target, req.max_units)
-    spec_dict = topup_spec(main, extra)
-    if spec_dict is None:
-        echo(f"top-up: every ranked cell is within ±{target:.0%} (or at {req.max_units} units)")
-        return []
-    spec = parse_spec(spec_dict, source="atlas top-up")
-    jobs = spec.jobs()
-    text = ""
-    if req.project:
-        from stabkit.atlas.estimate import projected_seconds
+    jobs = list(main_jobs)
+    for k in range(1, PASSES + 1):
+        extra = extra_units(atlas_cells(out, jobs, with_topup=False), target, req.max_units)
+        spec_dict = topup_spec(main, extra, k, seconds_per_pair(manifests))
+        if spec_dict is None:
+            echo(f"top-up: every ranked cell is within ±{target:.0%} (or at {req.max_units} units)")
+            break
+        spec = parse_spec(spec_dict, source=f"atlas top-up {k}")
+        text = ""
+        if req.project:
+            from stabkit.atlas.estimate import projected_seconds
 
-        text = f"; projected {projected_seconds(jobs, req.workers)['total_s'] / 60:.1f} min on {req.workers} worker(s)"
-    echo(f"top-up to ±{target:.0%}: {len(extra)} cells need more pairs (at most {req.max_units} units each): "
-         f"{len(jobs)} more jobs, {sum(extra.values())} pairs{text}")
-    return [run_sweep(spec, out / TOPUP, executor, progress=progress)]
+            text = (f"; projected {projected_seconds(spec.jobs(), req.workers)['total_s'] / 60:.1f} min on "
+                    f"{req.workers} worker(s)")
+        echo(f"top-up {k} to ±{target:.0%}: {len(extra)} cells need more pairs (at most {req.max_units} units "
+             f"each): {len(extra)} more jobs, {sum(extra.values())} pairs{text}")
+        manifests = [*manifests, run_sweep(spec, out / topup_dir(k), executor, progress=progress)]
+        jobs += read_jobs(out / topup_dir(k))
+    return manifests, jobs
 
 
-def atlas_cells(out: Path, main_jobs: Optional[list] = None, with_topup: bool = True):
-    """The cell table of the atlas in ``out``: its sweep's jobs (``main_jobs`` if already read) and, with
-    ``with_topup``, its top-up's."""
+def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True):
+    """The cell table of the atlas in ``out``: its sweep's jobs (``jobs`` if already read) and, with
+    ``with_topup``, every top-up pass's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
     floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
-    jobs = list(main_jobs) if main_jobs is not None else read_jobs(out / SWEEP)
-    if with_topup and (out / TOPUP / "manifest.json").is_file():
-        jobs += read_jobs(out / TOPUP)
+    jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
+    for k in range(1, PASSES + 1) if with_topup else ():
+        if (out / topup_dir(k) / "manifest.json").is_file():
+            jobs += read_jobs(out / topup_dir(k))
     return cell_table(jobs, learn_floor=lambda task: floors.get(task, (None, 0.9)))
 
 
-def atlas_page(out, main_jobs: Optional[list] = None) -> dict:
-    """(Re)build the atlas page of ``out`` from its sweep directory (and its top-up); ``main_jobs``: the
-    sweep's jobs where the caller has read them already."""
+def atlas_page(out, jobs: Optional[list] = None) -> dict:
+    """(Re)build the atlas page of ``out`` from its sweep directory (and its top-ups); ``jobs``: all of
+    their jobs where the caller has read them already."""
     from stabkit.atlas.suites import POLICY
 
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    cells = atlas_cells(out, main_jobs)
+    cells = atlas_cells(out, jobs, with_topup=jobs is None)
     tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
     cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
         {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)

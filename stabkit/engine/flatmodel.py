@@ -43,6 +43,7 @@ class FlatModel:
         self._batched_grad = vmap(grad(self._batch_loss))
         self._batched_grad_weighted = vmap(grad(self._weighted_loss))
         self._eval = vmap(grad_and_value(self._eval_loss, has_aux=True), in_dims=(0, None, None, 0))
+        self._eval_own = vmap(grad_and_value(self._eval_loss, has_aux=True))
         self._forward_losses = vmap(self._losses, in_dims=(0, None, None))
         self._per_sample = vmap(grad(self._sample_loss), in_dims=(None, 0, 0))
 
@@ -123,14 +124,28 @@ class FlatModel:
             g = g + part[0]
         return g, torch.cat([p[1] for p in parts], 1), torch.cat([p[2] for p in parts], 1)
 
-    def _evaluate_chunk(self, theta, x, y, w):
+    def evaluate_own(self, theta, x, y, w):
+        """:meth:`evaluate` on data of each model's own: theta ``[Q, d]``, x ``[Q, N, ...]``, y and w
+        ``[Q, N]`` (e.g. the one client a sample perturbation gives trajectory B alone). Runs over chunks of
+        the models whose activations take <= ``EVAL_BYTES``."""
+        step = max(1, EVAL_BYTES // (x.shape[1] * self._sample_bytes(x[0])))
+        parts = [self._evaluate_chunk(theta[i:i + step], x[i:i + step], y[i:i + step], w[i:i + step], batched=True)
+                 for i in range(0, len(theta), step)]
+        return tuple(torch.cat(p) for p in zip(*parts)) if len(parts) > 1 else parts[0]
+
+    def _evaluate_chunk(self, theta, x, y, w, batched: bool = False):
         if self.fast is not None:
-            return self.fast.evaluate(theta, x, y, w)
-        g, (_, (losses, correct)) = self._eval(theta, x, y, w)
+            return self.fast.evaluate(theta, x, y, w, batched=batched)
+        g, (_, (losses, correct)) = (self._eval_own if batched else self._eval)(theta, x, y, w)
         return g, losses, correct
 
     def _chunks(self, x: torch.Tensor, models: int) -> list:
         """Slices of the sample axis of x whose activations for ``models`` models take <= EVAL_BYTES."""
+        step = max(1, EVAL_BYTES // (models * self._sample_bytes(x)))
+        return [slice(i, i + step) for i in range(0, len(x), step)]
+
+    def _sample_bytes(self, x: torch.Tensor) -> int:
+        """Activation bytes of one sample of ``x [N, ...]`` and one model (measured once, by forward hooks)."""
         if self._activation_bytes is None:
             sizes = []
             hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.extend(
@@ -143,8 +158,7 @@ class FlatModel:
                 for h in hooks:
                     h.remove()
             self._activation_bytes = 3 * max(1, sum(sizes))  # activations, saved copies, their gradients
-        step = max(1, EVAL_BYTES // (models * self._activation_bytes))
-        return [slice(i, i + step) for i in range(0, len(x), step)]
+        return self._activation_bytes
 
     def per_sample_grads(self, theta, x, y, chunk: int = 512) -> torch.Tensor:
         """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory)."""

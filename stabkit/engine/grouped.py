@@ -225,11 +225,13 @@ class GroupedModel:
             th = theta.detach().requires_grad_(True)
             return torch.autograd.grad(self._mean_loss(th, x, y, w), th)[0]
 
-    def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
-        """Shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss_n, per-sample losses, correctness."""
+    def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+                 batched: bool = False):
+        """Shared data x ``[N, ...]`` (or per model ``[Q, N, ...]`` with ``batched``): gradient of
+        sum_n w[q, n] loss_n, per-sample losses, correctness."""
         with torch.enable_grad():
             th = theta.detach().requires_grad_(True)
-            loss, correct = self._losses(self.forward(th, x, batched=False), y, metrics=True)
+            loss, correct = self._losses(self.forward(th, x, batched=batched), y, metrics=True)
             g = torch.autograd.grad((loss * w).sum(), th)[0]
         return g, loss.detach(), correct
 

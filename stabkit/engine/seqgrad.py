@@ -223,9 +223,11 @@ class SeqGrad:
             dout = softmax_xent_grad(out, y, scale)
         return self.backward(dout, saved)
 
-    def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
-        """Shared data x ``[N, ...]``: gradient of sum_n w[q, n] loss_n, per-sample losses, correctness."""
-        out, saved = self.forward(theta, x, batched=False)
+    def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+                 batched: bool = False):
+        """Shared data x ``[N, ...]`` (or per model ``[Q, N, ...]`` with ``batched``): gradient of
+        sum_n w[q, n] loss_n, per-sample losses, correctness."""
+        out, saved = self.forward(theta, x, batched=batched)
         loss, dout, correct = self.losses(out, y)
         return self.backward(dout * w[..., None], saved), loss, correct
 

@@ -53,7 +53,8 @@ class EvalPlan:
 
 
 def plan_evaluation(train: int, val: int, test: int, round_samples: float, every=None, fraction=None) -> EvalPlan:
-    """``train``/``val``/``test``: samples of the evaluation splits (all rows); ``round_samples``: samples
+    """``train``: training samples one model is evaluated on (the task's clients and, under sample
+    perturbation, its own neighbour client); ``val``/``test``: samples of those splits; ``round_samples``: samples
     one model trains on per round. ``every``/``fraction`` as given by the user (None: choose)."""
     def cost(f: float) -> float:
         return EVAL_COST * f * (train + FORWARD * (val + test))

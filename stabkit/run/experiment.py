@@ -193,7 +193,9 @@ class PairedRun:
         data = self.data
         batch = float(np.mean(data.n_np[: self.task.num_train_clients])) if cfg.batch_size == "full" \
             else cfg.batch_size
-        return plan_evaluation(len(data.flat_y), len(data.val_y), len(data.test_y),
+        first = data.num_task_clients  # rows beyond the task's belong to one model each (Evaluator.own)
+        per_model = int(data.n_np[:first].sum()) + int(data.n_np[first:].max(initial=0))
+        return plan_evaluation(per_model, len(data.val_y), len(data.test_y),
                                cfg.sampled_clients * cfg.local_steps * batch, cfg.eval_every, cfg.eval_fraction)
 
     def describe_evaluation(self) -> str:
