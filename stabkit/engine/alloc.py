@@ -15,6 +15,7 @@ import os
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers
+MMAP_THRESHOLD_MAX = 32 << 20  # glibc's largest mmap threshold on 64-bit: larger blocks are always fresh mmaps
 _applied = False
 
 
@@ -29,5 +30,5 @@ def keep_freed_memory() -> bool:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return False
-    _applied = bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+    _applied = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
     return _applied

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
-from stabkit.engine.alloc import keep_freed_memory
+from stabkit.engine.alloc import MMAP_THRESHOLD_MAX, keep_freed_memory
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
@@ -66,6 +66,24 @@ class RoundRecord:
 
 
 PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they take at most this much memory
+# A CPU round whose client tensors [R, 2, s, d] exceed glibc's largest mmap threshold (stabkit.engine.alloc)
+# runs its pairs in chunks of at most CHUNK_BYTES: above the threshold every fresh tensor of a local step is a
+# fresh mmap, faulted in page by page and unmapped again. Digits MLP, 245 pairs (47 MB tensors), one thread:
+# 3.5-4.7 ms per pair-round and 130,000-290,000 page faults per round in one batch, 2.1 ms and none in
+# chunks of 87 pairs (16 MiB); 2.3 ms in chunks just under the threshold (benchmarks/chunks.py).
+CHUNK_BYTES = 16 << 20
+
+
+@dataclass
+class ChunkRound:
+    """What one chunk of pairs' round returns: the new global models and server state of its pairs, the
+    minibatch-gradient norms ``[K, R_c, 2, s]``, local discrepancies and (when asked) the final clients."""
+
+    x: torch.Tensor
+    server: dict
+    norms: torch.Tensor
+    local: list
+    clients: object = None
 
 
 class PairedEngine:
@@ -182,22 +200,55 @@ class PairedEngine:
             return self._step(t, track_local, keep_clients)
 
     def _step(self, t: int, track_local: bool, keep_clients: bool = False) -> RoundRecord:
-        cfg, R, s, d = self.cfg, self.R, self.s, self.x.shape[-1]
+        cfg, R = self.cfg, self.R
         S, rows = self.round_rows(t)
         self._round = t
         idx = self._batches(t, rows)
-        rows_t = torch.as_tensor(rows, device=self.x.device)
+        self.grad_evals = 0
+        size = self.pairs_per_chunk()
+        parts = [self._chunk_round(t, slice(a, min(a + size, R)), rows[a:a + size], idx[a:a + size], track_local,
+                                   keep_clients) for a in range(0, R, size)]
+        join = (lambda ts, dim=0: ts[0]) if len(parts) == 1 else (lambda ts, dim=0: torch.cat(ts, dim))
+        self.x = join([p.x for p in parts])
+        self.server = {**self.server, **{n: join([p.server[n] for p in parts]) for n in parts[0].server}}
+        norms = join([p.norms for p in parts], 1)  # [K, R, 2, s]
+        local = [(k, *(np.concatenate(v) for v in zip(*(p.local[i][1:] for p in parts))))
+                 for i, k in enumerate(q[0] for q in parts[0].local)]
+        theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
+        theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
+        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local,
+                           self.grad_evals / (cfg.local_steps * len(parts)),
+                           join([p.clients for p in parts]) if keep_clients else None)
+
+    def pairs_per_chunk(self) -> int:
+        """Pairs whose round runs as one batch: all of them, except on the CPU where one client tensor of all
+        of them (``[R, 2, s, d]``) would exceed glibc's mmap threshold: then as many as fit ``CHUNK_BYTES``.
+        Chunks run one after another, each its own batch; every op of a round is per model, so a chunked
+        round gives the same numbers bit for bit (``tests/test_chunks.py``)."""
+        per_pair = 2 * self.s * self.x.shape[-1] * self.x.element_size()
+        if self.x.device.type != "cpu" or self.R * per_pair <= MMAP_THRESHOLD_MAX:
+            return self.R
+        return max(1, min(self.R, CHUNK_BYTES // per_pair))
+
+    def _chunk_round(self, t: int, pairs: slice, rows: np.ndarray, idx: torch.Tensor, track_local: bool,
+                     keep_clients: bool) -> "ChunkRound":
+        """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
+        algorithm's hooks in order, the carried per-client state written back for those pairs."""
+        cfg, s, d = self.cfg, self.s, self.x.shape[-1]
+        x = self.x[pairs]
+        R = x.shape[0]
+        rows_t = torch.as_tensor(rows, device=x.device)
         dev = rows_t.device
-        at_rows = (torch.arange(R, device=dev)[:, None, None], torch.arange(2, device=dev)[None, :, None], rows_t)
+        at_rows = (torch.arange(pairs.start, pairs.stop, device=dev)[:, None, None],
+                   torch.arange(2, device=dev)[None, :, None], rows_t)
         step_grad, full_grad = self._grad_fns(rows_t, idx)
         lr = cfg.client_lr(t)
         lrs = tuple(self.algo.local_lrs(lr, cfg.local_steps))
         ctx = RoundContext(
-            t=t, x=self.x, x_clients=self.x[:, :, None, :].expand(R, 2, s, d), server=self.server,
+            t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[pairs] for n, v in self.server.items()},
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
             num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
-        self.grad_evals = 0
         algo = self.algo
         y, local = algo.client_init(ctx)
         self._declared("local_state", local)
@@ -217,13 +268,9 @@ class PairedEngine:
         means = {name: u.mean(dim=2) for name, u in uploads.items()}
         for name, value in self._declared("client_state", new_client).items():
             self.client_state[name][at_rows] = value
-        self.x, new_server = algo.server_update(ctx, means)
-        self.server = {**self.server, **self._declared("server_state", new_server)}  # the carried order
-        norms = torch.stack(norms)  # [K, R, 2, s]
-        theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
-        theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
-        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local_disc,
-                           self.grad_evals / cfg.local_steps, y if keep_clients else None)
+        x_new, new_server = algo.server_update(ctx, means)
+        return ChunkRound(x_new, self._declared("server_state", new_server), torch.stack(norms), local_disc,
+                          y if keep_clients else None)
 
     def try_round(self) -> None:
         """Run round 1 once and put the state back exactly (a plug-in algorithm's hooks are checked by
