@@ -28,7 +28,9 @@ from stabkit_cli.sweep import Progress
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", default="local", show_default=True, help="local or ray")
-@click.option("--workers", default=1, show_default=True, type=int, help="local executor: processes")
+@click.option("--workers", default=None, type=int,
+              help="local executor: processes, one job each (default: one per CPU this process may use; every job "
+                   "runs on one thread, so the numbers do not depend on it)")
 @click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
@@ -41,6 +43,10 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
     from stabkit.sweep import make_executor
 
     require_out(out)
+    if workers is None:
+        from stabkit.engine.threads import usable_cpus
+
+        workers = len(usable_cpus())
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
                        command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,

@@ -15,7 +15,7 @@ from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
 from stabkit.atlas.suites import SUITES, suite_spec_dict
 
 ALGOS = "fedavg,scaffold,fedadam"
-CI_ARGS = ["--suite", "ci", "--algos", ALGOS, "--seeds", "1", "--pairs", "8", "--no-projection"]
+CI_ARGS = ["--suite", "ci", "--algos", ALGOS, "--seeds", "1", "--pairs", "8", "--no-projection", "--workers", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +227,12 @@ def test_a_diverged_cell_is_kept_with_its_round(tmp_path, capsys):
     assert cells.loc["FedAvg, lr 40", "status"] == "diverged at round 1"
     assert np.isnan(cells.loc["FedAvg, lr 40", "rank"]) and cells.loc["FedAvg, lr 0.05", "rank"] == 1
     assert "diverged at round 1" in (sweep / "report" / "index.html").read_text()
+
+
+def test_workers_default_to_one_per_usable_cpu(tmp_path, capsys):
+    from stabkit.engine.threads import usable_cpus
+
+    code, stdout, err = cli(["atlas", "--suite", "ci", "--algos", "fedavg", "--dry-run", "--out",
+                             str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert f"on {len(usable_cpus())} worker(s)" in stdout and not (tmp_path / "a").exists()

@@ -71,7 +71,7 @@ def test_seconds_per_pair_pool_every_finished_job_of_a_cell():
 def test_atlas_tops_up_the_wide_cells_and_pools_them(tmp_path, capsys):
     out = tmp_path / "atlas"
     args = ["atlas", "--suite", "ci", "--algos", "fedavg", "--seeds", "2", "--pairs", "3", "--ci-target", "0.1",
-            "--max-units", "12", "--no-projection", "--quiet", "--out", str(out)]
+            "--max-units", "12", "--no-projection", "--quiet", "--workers", "1", "--out", str(out)]
     code, stdout, err = cli(args, capsys)
     assert code == 0, err
     cells = pd.read_csv(out / "cells.csv")
@@ -122,7 +122,7 @@ def test_a_cell_still_wide_after_a_pass_gets_another_from_every_job_before_it(tm
     monkeypatch.setattr(runner, "extra_units", extra)
     out = tmp_path / "atlas"
     args = ["atlas", "--suite", "ci", "--algos", "fedavg", "--seeds", "2", "--pairs", "3", "--ci-target", "0.1",
-            "--no-projection", "--quiet", "--out", str(out)]
+            "--no-projection", "--quiet", "--workers", "1", "--out", str(out)]
     code, stdout, err = cli(args, capsys)
     assert code == 0, err
     assert seen == [6, 8, 10] and "top-up 2 to ±10%" in stdout and not (out / "topup3").exists()

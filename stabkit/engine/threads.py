@@ -44,10 +44,15 @@ def _cpu_times(cpus: set) -> tuple[int, int]:
     return idle, total
 
 
+def usable_cpus() -> set:
+    """The CPUs this process may run on."""
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+
+
 def idle_cpus(window: float = IDLE_WINDOW_S) -> Optional[float]:
     """CPUs (of those this process may run on) that were idle over the next ``window`` seconds, or None
     where ``/proc/stat`` is not available."""
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cpus = usable_cpus()
     try:
         idle0, total0 = _cpu_times(cpus)
         time.sleep(window)
