@@ -3,12 +3,12 @@ atlas's top-up jobs of 150-250 digits pairs cost twice as much per pair as its 3
 
     .venv/bin/python benchmarks/chunks.py [--workload W3] [--pairs 245] [--chunk-mib 4096,32,16,8,4] [--rounds 3]
 
-``--chunk-mib`` values are ``stabkit.engine.paired.CHUNK_BYTES`` in MiB (4096: one batch, as before chunking);
-the threshold above which a round is chunked is set to 0 here, so every value applies. Prints ms per round and
-per pair-round and the minor page faults per round (``getrusage``): the cliff is glibc serving every tensor
-above its largest mmap threshold (32 MiB) with a fresh mmap. Result behind the engine's choice, digits MLP,
-245 pairs: one batch 3.5-4.7 ms per pair-round and 130,000-290,000 faults per round; chunks of 16 MiB (87
-pairs) 2.1 ms and no faults.
+``--chunk-mib`` values are ``stabkit.engine.paired.CHUNK_BYTES`` in MiB (4096: one batch, as before chunking).
+Prints ms per round and per pair-round and the minor page faults per round (``getrusage``): the cliff is
+glibc serving every tensor above its largest mmap threshold (32 MiB) with a fresh mmap. Results behind the
+engine's choice (8 MiB), one thread: digits MLP at 245 pairs, one batch 3.5-5.5 ms per pair-round and
+130,000-310,000 faults per round, chunks of 8-16 MiB 2.1-2.5 ms and none; ``--workload W2 --pairs 8``
+(LeNet-5) 1140-1395 ms per round in one batch, 962-1099 ms in chunks of 2 pairs.
 """
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ def main(argv=None):
     run = PairedRun(w.config(args.pairs), task=w.task())
     run.engine.threads = 1
     torch.use_deterministic_algorithms(True)  # as PairedRun.run does
-    saved = paired.MMAP_THRESHOLD_MAX, paired.CHUNK_BYTES
-    paired.MMAP_THRESHOLD_MAX = 0
+    saved = paired.CHUNK_BYTES
     try:
         for mib in (int(v) for v in args.chunk_mib.split(",")):
             paired.CHUNK_BYTES = mib << 20
@@ -54,7 +53,7 @@ def main(argv=None):
                   f"pairs): {dt * 1e3:.0f} ms per round, {dt / args.pairs * 1e3:.2f} ms per pair-round, "
                   f"{faults:.0f} page faults per round", flush=True)
     finally:
-        paired.MMAP_THRESHOLD_MAX, paired.CHUNK_BYTES = saved
+        paired.CHUNK_BYTES = saved
 
 
 if __name__ == "__main__":

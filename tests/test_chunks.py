@@ -1,5 +1,5 @@
-"""Chunked rounds (stabkit.engine.paired.CHUNK_BYTES): a CPU round whose client tensors would exceed glibc's
-mmap threshold runs its pairs in chunks; every op is per model, so the metrics are the same bit for bit."""
+"""Chunked rounds (stabkit.engine.paired.CHUNK_BYTES): a CPU round runs its pairs in chunks of bounded client
+tensors; every op is per model, so the metrics are the same bit for bit."""
 import numpy as np
 import pytest
 import torch
@@ -15,7 +15,6 @@ def _rounds(monkeypatch, chunk_pairs, algo, perturb, **kw):
     """Records, final models and carried state after ROUNDS rounds of 5 pairs, in chunks of ``chunk_pairs``."""
     run = PairedRun(RunConfig(algo=algo, perturb=perturb, pairs=5, rounds=ROUNDS, constants=False, **kw))
     per_pair = 2 * run.engine.s * run.engine.x.shape[-1] * run.engine.x.element_size()
-    monkeypatch.setattr(paired, "MMAP_THRESHOLD_MAX", per_pair)  # any round of > 1 pair is "too big"
     monkeypatch.setattr(paired, "CHUNK_BYTES", chunk_pairs * per_pair)
     assert run.engine.pairs_per_chunk() == chunk_pairs
     recs = [run.engine.step(t, track_local=t == 1, keep_clients=t == 2) for t in range(ROUNDS)]
@@ -43,10 +42,27 @@ def test_chunked_rounds_equal_one_batch_bit_for_bit(monkeypatch, algo, perturb):
         assert r1.clients is None or torch.equal(r1.clients, r2.clients)
 
 
-def test_only_cpu_rounds_above_the_threshold_are_chunked():
-    run = PairedRun(RunConfig(pairs=8, rounds=1, constants=False))  # the default digits run: 1.5 MB tensors
+def test_chunks_bound_the_client_tensors_and_a_large_model_keeps_one_batch(monkeypatch):
+    run = PairedRun(RunConfig(pairs=8, rounds=1, constants=False))  # the default digits run: 1.5 MB, one batch
     assert run.engine.pairs_per_chunk() == 8
     big = PairedRun(RunConfig(pairs=245, rounds=1, constants=False, perturb="sample"))  # 47 MB tensors
     per_pair = 2 * big.engine.s * big.engine.x.shape[-1] * 4
-    assert 245 * per_pair > paired.MMAP_THRESHOLD_MAX
-    assert big.engine.pairs_per_chunk() == paired.CHUNK_BYTES // per_pair == 87
+    assert big.engine.pairs_per_chunk() == paired.CHUNK_BYTES // per_pair == 43
+    monkeypatch.setattr(paired, "CHUNK_BYTES", per_pair - 1)  # one pair's clients do not fit: no chunks
+    assert big.engine.pairs_per_chunk() == 245
+
+
+def test_conv_net_rounds_in_chunks_equal_one_batch_bit_for_bit(monkeypatch):
+    from benchmarks.workloads import workloads
+
+    w = workloads(0.3, "cpu")["W2"]  # LeNet-5 on 1x28x28 images, grouped convolutions over the clients
+
+    def final(chunk_pairs):
+        run = PairedRun(w.config(4), task=w.task())
+        per_pair = 2 * run.engine.s * run.engine.x.shape[-1] * run.engine.x.element_size()
+        monkeypatch.setattr(paired, "CHUNK_BYTES", chunk_pairs * per_pair)
+        recs = [run.engine.step(t) for t in range(2)]
+        return run.engine.x, recs[-1].theta_max
+
+    (x1, n1), (x2, n2) = final(4), final(1)
+    assert torch.equal(x1, x2) and np.array_equal(n1, n2)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
-from stabkit.engine.alloc import MMAP_THRESHOLD_MAX, keep_freed_memory
+from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
@@ -66,12 +66,14 @@ class RoundRecord:
 
 
 PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they take at most this much memory
-# A CPU round whose client tensors [R, 2, s, d] exceed glibc's largest mmap threshold (stabkit.engine.alloc)
-# runs its pairs in chunks of at most CHUNK_BYTES: above the threshold every fresh tensor of a local step is a
-# fresh mmap, faulted in page by page and unmapped again. Digits MLP, 245 pairs (47 MB tensors), one thread:
-# 3.5-4.7 ms per pair-round and 130,000-290,000 page faults per round in one batch, 2.1 ms and none in
-# chunks of 87 pairs (16 MiB); 2.3 ms in chunks just under the threshold (benchmarks/chunks.py).
-CHUNK_BYTES = 16 << 20
+# A CPU round runs its pairs in chunks whose client tensors [R_c, 2, s, d] take at most CHUNK_BYTES, one
+# chunk after another (a model larger than that keeps one batch). Above glibc's largest mmap threshold (32 MiB,
+# stabkit.engine.alloc) every fresh tensor of a local step was a fresh mmap, faulted in page by page; below it
+# the smaller working set still stays in cache. One thread, benchmarks/chunks.py: digits MLP at 245 pairs
+# (47 MB tensors) 3.5-5.5 ms per pair-round and 130,000-310,000 page faults per round in one batch, 2.1 ms
+# and none in chunks of 8-16 MiB; LeNet-5 (W2) at 8 pairs 1140-1395 ms per round in one batch, 962-1099 ms
+# in chunks of 2 pairs (8 MiB).
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass
@@ -221,14 +223,14 @@ class PairedEngine:
                            join([p.clients for p in parts]) if keep_clients else None)
 
     def pairs_per_chunk(self) -> int:
-        """Pairs whose round runs as one batch: all of them, except on the CPU where one client tensor of all
-        of them (``[R, 2, s, d]``) would exceed glibc's mmap threshold: then as many as fit ``CHUNK_BYTES``.
-        Chunks run one after another, each its own batch; every op of a round is per model, so a chunked
-        round gives the same numbers bit for bit (``tests/test_chunks.py``)."""
+        """Pairs whose round runs as one batch: on the CPU as many as fit ``CHUNK_BYTES`` of client tensors
+        (``[R_c, 2, s, d]``; all of them where one pair's do not fit), elsewhere all of them. Chunks run one
+        after another, each its own batch; every op of a round is per model, so a chunked round gives the
+        same numbers bit for bit (``tests/test_chunks.py``)."""
         per_pair = 2 * self.s * self.x.shape[-1] * self.x.element_size()
-        if self.x.device.type != "cpu" or self.R * per_pair <= MMAP_THRESHOLD_MAX:
+        if self.x.device.type != "cpu" or per_pair > CHUNK_BYTES:
             return self.R
-        return max(1, min(self.R, CHUNK_BYTES // per_pair))
+        return min(self.R, CHUNK_BYTES // per_pair)
 
     def _chunk_round(self, t: int, pairs: slice, rows: np.ndarray, idx: torch.Tensor, track_local: bool,
                      keep_clients: bool) -> "ChunkRound":
