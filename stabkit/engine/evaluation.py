@@ -20,6 +20,7 @@ evaluations.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,15 +67,21 @@ class Evaluator:
         sizes = torch.bincount(owner, minlength=data.num_rows).to(data.dtype)
         member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=dev)
         member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
-        self.train_w = (member / (M * sizes))[:, owner]  # [2R, N]
+        self.row_w = member / (M * sizes)  # [2R, rows]: each model's weight of one sample of each row
         self.member, self.M = member, M
-        self.own = _own_rows(member, data.num_task_clients, owner, self.train, self.train_w)
+        self.own = _own_rows(self.row_w, data.num_task_clients, owner, self.train)
         self.origin = torch.as_tensor(data.origin, device=dev)
         self.unseen = torch.as_tensor(nb.unseen_pool, device=dev)
         self.threads = None  # intra-op threads of large ops (None: torch's), set by the run
         evaluated = R * 2 * len(owner) if self.own is None else \
             R * 2 * len(self.own.shared[2]) + self.own.mask.numel()
         self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * evaluated
+
+    @functools.cached_property
+    def train_w(self) -> torch.Tensor:
+        """``[2R, N]`` weights of every model on every evaluated training sample (built on first use: under
+        sample perturbation it is pairs² large, and the evaluation itself needs only :attr:`row_w`)."""
+        return self.row_w[:, self.train[2]]
 
     def population_weights(self, q: int) -> torch.Tensor:
         """Weights ``[N]`` over *all* flat training samples (not the evaluation subset) with which
@@ -94,7 +101,7 @@ class Evaluator:
         theta = x.reshape(R * 2, d)
         own = self.own
         train_x, train_y, owner = own.shared if own else self.train
-        weights = own.shared_w if own else self.train_w
+        weights = self.row_w[:, owner] if own else self.train_w
         with torch.enable_grad():
             g, losses, correct = m.evaluate(theta, train_x, train_y, weights)
         loss_sum, correct_sum = (losses * weights).sum(1), (correct * weights).sum(1)
@@ -127,12 +134,11 @@ class Evaluator:
 
 @dataclass
 class OwnRows:
-    """The training data split for :meth:`Evaluator.evaluate`: ``shared`` (x, y, owner) with weights
-    ``shared_w [Q, N_s]`` for every model, and per model ``models [Q_o]`` the samples of its own row
-    ``rows [Q_o]``: x ``[Q_o, n, ...]``, y, weights ``w`` and ``mask [Q_o, n]`` (padding 0), ``count [Q_o]``."""
+    """The training data split for :meth:`Evaluator.evaluate`: ``shared`` (x, y, owner) for every model, and
+    per model ``models [Q_o]`` the samples of its own row ``rows [Q_o]``: x ``[Q_o, n, ...]``, y, weights ``w``
+    and ``mask [Q_o, n]`` (padding 0), ``count [Q_o]``."""
 
     shared: tuple
-    shared_w: torch.Tensor
     models: torch.Tensor
     rows: torch.Tensor
     x: torch.Tensor
@@ -142,28 +148,32 @@ class OwnRows:
     count: torch.Tensor
 
 
-def _own_rows(member: torch.Tensor, first: int, owner: torch.Tensor, train: tuple, train_w: torch.Tensor):
+def _own_rows(row_w: torch.Tensor, first: int, owner: torch.Tensor, train: tuple):
     """The split of the training data into rows every model may weigh (the task's clients, rows < ``first``)
     and rows beyond them that each belong to exactly one model, one row per model; None where there are no
     such rows (client perturbation, null pairs) or they do not split that way (then every model is
     evaluated on all the data)."""
-    extra = torch.arange(first, member.shape[1], device=member.device)
+    extra = torch.arange(first, row_w.shape[1], device=row_w.device)
     if len(extra) == 0:
         return None
-    users = member[:, extra] != 0  # [Q, extra rows]
+    users = row_w[:, extra] != 0  # [Q, extra rows]
     if not bool((users.sum(0) == 1).all()) or bool((users.sum(1) > 1).any()):
         return None
     models = users.float().argmax(0)  # the one model of each extra row
     at = owner >= first
-    x, y = train[0], train[1]
-    own_idx = [torch.nonzero(owner == row).flatten() for row in extra.tolist()]
-    count = torch.tensor([len(i) for i in own_idx], device=member.device)
+    own = at.nonzero().flatten()  # samples of the extra rows, grouped by row (stable: in data order)
+    group = owner[own] - first
+    order = torch.argsort(group, stable=True)
+    own, group = own[order], group[order]
+    count = torch.bincount(group, minlength=len(extra))
     if int(count.min()) == 0:
         return None
-    n = int(count.max())
-    idx = torch.stack([torch.cat([i, i[:1].expand(n - len(i))]) for i in own_idx])  # [Q_o, n], padded
-    mask = (torch.arange(n, device=member.device)[None, :] < count[:, None]).to(train_w.dtype)
-    w = train_w[models[:, None], idx] * mask
+    n, start = int(count.max()), torch.cumsum(count, 0) - count
+    idx = own[start][:, None].repeat(1, n)  # [Q_o, n], padded with each row's first sample
+    idx[group, torch.arange(len(own), device=own.device) - start[group]] = own
+    mask = (torch.arange(n, device=row_w.device)[None, :] < count[:, None]).to(row_w.dtype)
+    w = row_w[models, extra][:, None] * mask
     shared = (~at).nonzero().flatten()
-    return OwnRows((x[shared], y[shared], owner[shared]), train_w[:, shared], models, extra, x[idx], y[idx], w,
-                   mask, count.to(train_w.dtype))
+    x, y = train[0], train[1]
+    return OwnRows((x[shared], y[shared], owner[shared]), models, extra, x[idx], y[idx], w, mask,
+                   count.to(row_w.dtype))

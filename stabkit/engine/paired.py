@@ -214,8 +214,8 @@ class PairedEngine:
         self.x = join([p.x for p in parts])
         self.server = {**self.server, **{n: join([p.server[n] for p in parts]) for n in parts[0].server}}
         norms = join([p.norms for p in parts], 1)  # [K, R, 2, s]
-        local = [(k, *(np.concatenate(v) for v in zip(*(p.local[i][1:] for p in parts))))
-                 for i, k in enumerate(q[0] for q in parts[0].local)]
+        local = [(k, *map(np.concatenate, zip(*(p.local[i][1:] for p in parts))))  # (k, l1, l2, l3) over pairs
+                 for i, (k, *_) in enumerate(parts[0].local)]
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
         return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local,
@@ -233,7 +233,7 @@ class PairedEngine:
         return min(self.R, CHUNK_BYTES // per_pair)
 
     def _chunk_round(self, t: int, pairs: slice, rows: np.ndarray, idx: torch.Tensor, track_local: bool,
-                     keep_clients: bool) -> "ChunkRound":
+                     keep_clients: bool) -> ChunkRound:
         """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
         algorithm's hooks in order, the carried per-client state written back for those pairs."""
         cfg, s, d = self.cfg, self.s, self.x.shape[-1]
