@@ -134,3 +134,37 @@ def test_one_sort_for_both_trajectories_gives_the_per_trajectory_indices():
     sizes[1, 1, 2] += 3  # a neighbour with more samples: the general path, trajectory 0 unaffected
     ragged = batch_positions(11, 4, sizes, 6, 9)
     assert np.array_equal(ragged[:, 0], shared[:, 0]) and not np.array_equal(ragged[1, 1, 2], shared[1, 1, 2])
+
+
+def _reference_positions(seed, t, sizes, local_steps, batch):
+    """The positions as the module docstring defines them, written plainly: per client and epoch, the stable
+    sort order of the position keys, padding last; step k takes entries k*B .. k*B+B-1 of the epochs."""
+    from stabkit.engine import rng as keyed
+    R, T, s = sizes.shape
+    n_max = int(sizes.max())
+    epochs = -(-local_steps * batch // int(sizes.min()))
+    keys = keyed.hash_keys(seed, "batch", np.arange(R)[:, None, None, None, None], t,
+                           np.arange(s)[None, None, :, None, None], np.arange(epochs)[None, None, None, :, None],
+                           np.arange(n_max)[None, None, None, None, :])
+    out = np.empty((R, T, s, local_steps * batch), dtype=np.int64)
+    for r, j, c in np.ndindex(R, T, s):
+        n = sizes[r, j, c]
+        order = np.concatenate([np.argsort(keys[r, 0, c, e, :n], kind="stable") for e in range(epochs)])
+        out[r, j, c] = order[:local_steps * batch]
+    return out.reshape(R, T, s, local_steps, batch)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_minibatch_positions_equal_the_plain_definition(ties, monkeypatch):
+    """The fast positions (unstable sort checked for ties, flat takes) equal the plain stable-sort definition:
+    equal and ragged sizes, one and several epochs, and keys that tie (forced: the stable sort decides)."""
+    from stabkit.engine import rng as keyed
+    from stabkit.engine import sampling
+    if ties:
+        real = keyed.hash_keys
+        monkeypatch.setattr(keyed, "hash_keys", lambda *a: real(*a) % np.uint64(7))  # many ties per row
+    gen = np.random.default_rng(5)
+    for sizes in (np.full((3, 2, 4), 30), gen.integers(5, 40, (3, 2, 4)), gen.integers(5, 40, (2, 1, 6))):
+        for K, B in ((3, 10), (7, 9)):
+            got = sampling._positions(2, 9, sizes, K, B)
+            assert np.array_equal(got, _reference_positions(2, 9, sizes, K, B)), (sizes, K, B)

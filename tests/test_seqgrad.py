@@ -55,6 +55,17 @@ def test_fast_path_matches_torch_func(name, dtype, tol):
         assert torch.equal(a.nan_to_num(-1), b.nan_to_num(-1))  # correctness: identical (NaN for regression)
 
 
+@pytest.mark.parametrize("name", list(MODELS) + ["fedavg_cnn"])
+def test_layer_shape_flops_equal_the_flop_counter(name):
+    kind, make, shape = MODELS[name] if name in MODELS else ("classification", lambda: conv_pool_net(
+        (3, 32, 32), 10, (64, 64), (384, 192)), (3, 32, 32))
+    m = FlatModel(make(), kind, torch.float32, torch.device("cpu"))
+    x1, y1 = torch.randn(1, *shape), torch.zeros(1, dtype=torch.long) if kind == "classification" else torch.zeros(1)
+    counted = m.flops_per_sample(x1, y1)
+    m._flops, m.fast = None, None  # the generic path: torch.utils.flop_counter
+    assert counted == m.flops_per_sample(x1, y1) > 0
+
+
 def test_pool_ties_after_relu_give_torch_func_gradients():
     """Constant image regions make equal positive activations inside a pooling window (and all-zero
     windows after the ReLU); the swapped MaxPool/ReLU must still route gradients as torch does."""

@@ -67,3 +67,27 @@ def test_pair_refuses_bad_options_before_importing_torch():
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, code, err)
         assert not heavy, f"stabkit pair {' '.join(args)} imported {heavy} before refusing: {lines[0]}"
+
+
+RUN_PROBE = """
+import contextlib, io, sys, tempfile
+from stabkit_cli.main import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(["pair", "--task", "quadratic", "--model", "linear", "--pairs", "2", "--rounds", "2", "--quiet",
+              "--no-constants", "--out", tempfile.mkdtemp() + "/run"])
+    except SystemExit as e:
+        assert not e.code, e.code
+print(",".join(m for m in ("torch._dynamo", "torch._inductor.config", "torch.fx.experimental.symbolic_shapes")
+               if m in sys.modules))
+"""
+
+
+def test_a_cpu_run_imports_no_compiler():
+    """A paired run on the CPU loads none of torch's compiler stack (torch._dynamo with inductor's
+    configuration and symbolic shapes: ~2 s of start-up): the deterministic-mode switch, the model check on
+    the meta device and the FLOP count each used to import it. (The constants' Hessian-vector products go
+    through torch.func transforms, which do; this run skips them.)"""
+    done = subprocess.run([sys.executable, "-c", RUN_PROBE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"stabkit pair imported {done.stdout.strip()}"

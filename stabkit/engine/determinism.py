@@ -7,9 +7,15 @@ because round 0 was evaluated before the round loop switched the mode on. Every 
 logged numbers (``PairedRun.run`` and ``resume`` as a whole, ``PairedRun.step`` for callers stepping a run
 themselves, replays) runs inside :func:`deterministic`; the mode
 is put back as it was afterwards, so a caller's own setting is left alone.
+
+The flag is set where torch keeps it (``torch._C._set_deterministic_algorithms``, what the public call does)
+unless inductor's configuration is already loaded: ``torch.use_deterministic_algorithms`` also copies it into
+``torch._inductor.config``, and importing that imports ``torch._dynamo`` — 1.9 s of every run's start-up,
+for a compiler stabkit does not use (a caller who has loaded it gets the public call, both flags set).
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 
 import torch
@@ -20,8 +26,15 @@ def deterministic():
     """Deterministic algorithms on for the block (restores the previous mode and its warn-only flag)."""
     previous = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True)
+    _set_mode(True, False)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(previous, warn_only=warn_only)
+        _set_mode(previous, warn_only)
+
+
+def _set_mode(mode: bool, warn_only: bool):
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)

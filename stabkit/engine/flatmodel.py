@@ -18,7 +18,7 @@ from torch.func import functional_call, grad, grad_and_value, vmap
 
 from stabkit.engine.cudagraph import GraphedCall, graphs_enabled
 from stabkit.engine.grouped import GroupedModel, compile_grouped
-from stabkit.engine.seqgrad import compile_seq
+from stabkit.engine.seqgrad import SeqGrad, compile_seq
 
 EVAL_BYTES = 512 << 20  # activation memory one evaluation chunk may take (all models together)
 
@@ -56,7 +56,10 @@ class FlatModel:
 
     def flops_per_sample(self, x1: torch.Tensor, y1: torch.Tensor) -> float:
         """FLOPs of one sample's loss forward + backward, counted from the op shapes (matmul/conv) by
-        ``torch.utils.flop_counter`` on ``x1 [1, ...]``, ``y1 [1]``; cached after the first call."""
+        ``torch.utils.flop_counter`` on ``x1 [1, ...]``, ``y1 [1]`` (by the ``Sequential`` fast path from its
+        layer shapes, the same count); cached after the first call."""
+        if self._flops is None and isinstance(self.fast, SeqGrad):
+            self._flops = self.fast.flops_per_sample(tuple(x1.shape[1:]))
         if self._flops is None:
             from torch.utils.flop_counter import FlopCounterMode
             theta = self.flatten().requires_grad_(True)

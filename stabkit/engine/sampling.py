@@ -35,18 +35,43 @@ def batch_positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batc
 
 
 def _positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int) -> np.ndarray:
-    """:func:`batch_positions` for sizes ``[R, T, s]`` of T trajectories."""
+    """:func:`batch_positions` for sizes ``[R, T, s]`` of T trajectories: the first ``K*B`` entries of each
+    client's epochs, each epoch its positions ``0..n-1`` in the order of their keys."""
     R, T, s = sizes.shape
-    n_max = int(sizes.max())
-    epochs = math.ceil(local_steps * batch / int(sizes.min()))
+    n_max, n_min = int(sizes.max()), int(sizes.min())
+    epochs = math.ceil(local_steps * batch / n_min)
     keys = rng.hash_keys(seed, "batch", np.arange(R)[:, None, None, None, None], t,
                          np.arange(s)[None, None, :, None, None], np.arange(epochs)[None, None, None, :, None],
-                         np.arange(n_max)[None, None, None, None, :])
-    keys = np.broadcast_to(keys, (R, T, s, epochs, n_max)).copy()
-    padding = np.broadcast_to(np.arange(n_max) >= sizes[..., None, None], keys.shape)
-    keys[padding] = np.iinfo(np.uint64).max  # padding positions sort last
-    perm = np.argsort(keys, axis=-1, kind="stable")
+                         np.arange(n_max)[None, None, None, None, :])  # [R, 1, s, E, n_max]
+    exact = bool((keys == _PAD).any())  # a key equal to padding's (chance 2^-64 each): the stable sort decides
+    if n_min < n_max:  # padding positions sort last
+        keys = np.broadcast_to(keys, (R, T, s, epochs, n_max)).copy()
+        keys[np.broadcast_to(np.arange(n_max) >= sizes[..., None, None], keys.shape)] = _PAD
+    perm = _stable_argsort(keys.reshape(-1, n_max), exact).reshape(-1, epochs * n_max)  # a row per client (and
+    # trajectory where ragged): its epochs' orders one after another
     q = np.arange(local_steps * batch)
-    n = sizes[..., None]
-    idx = np.take_along_axis(perm.reshape(R, T, s, -1), (q // n) * n_max + q % n, axis=-1)
-    return idx.reshape(R, T, s, local_steps, batch)
+    if n_min < n_max:
+        n = sizes.reshape(-1, 1)
+        idx = _rows_take(perm, (q // n) * n_max + q % n)  # epoch q // n, its position q % n
+    else:
+        idx = perm[:, (q // n_max) * n_max + q % n_max]
+    return np.broadcast_to(idx.reshape(R, -1, s, local_steps, batch), (R, T, s, local_steps, batch))
+
+
+_PAD = np.iinfo(np.uint64).max
+
+
+def _rows_take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``take_along_axis(a, idx, axis=1)`` for 2-D arrays, as one flat ``take`` (~8x faster)."""
+    return a.ravel().take(idx + np.arange(len(a))[:, None] * a.shape[1])
+
+
+def _stable_argsort(keys: np.ndarray, exact: bool) -> np.ndarray:
+    """``argsort(keys, axis=1, kind="stable")`` of 2-D keys as far as positions are picked from it, by the
+    faster unstable sort unless ``exact`` or two keys of a row tie (padding keys, never picked, may tie)."""
+    if not exact:
+        perm = np.argsort(keys, axis=1)
+        ordered = _rows_take(keys, perm)
+        if not ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != _PAD)).any():
+            return perm
+    return np.argsort(keys, axis=1, kind="stable")

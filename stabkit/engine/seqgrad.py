@@ -44,6 +44,10 @@ class Linear:
         self.out, self.inp, self.bias = m.out_features, m.in_features, m.bias is not None
         self.numel = self.out * self.inp + (self.out if self.bias else 0)
 
+    def macs(self, y: torch.Tensor) -> int:
+        """Multiply-accumulates of one sample's product, given this layer's output for one sample."""
+        return self.out * self.inp
+
     def forward(self, h, form, theta, P):
         w = theta[:, : self.out * self.inp].view(P, self.out, self.inp)
         b = theta[:, None, self.out * self.inp:] if self.bias else None
@@ -68,6 +72,10 @@ class Conv2d:
         self.m, self.bias = m, m.bias is not None
         self.wshape = tuple(m.weight.shape)  # (O, C, k, k)
         self.numel = m.weight.numel() + (self.wshape[0] if self.bias else 0)
+
+    def macs(self, y: torch.Tensor) -> int:
+        """Multiply-accumulates of one sample's convolution, given its output ``[1, O, H', W']``."""
+        return math.prod(self.wshape) * y.shape[-2] * y.shape[-1]
 
     def forward(self, h, form, theta, P):
         O, nw = self.wshape[0], math.prod(self.wshape)
@@ -191,6 +199,23 @@ class SeqGrad:
             at += layer.numel
             saved.append(keep)
         return h, saved
+
+    @torch.no_grad()
+    def flops_per_sample(self, input_shape: tuple) -> float:
+        """FLOPs of one sample's loss forward + backward as ``torch.utils.flop_counter`` counts them — the
+        products and convolutions: forward, weight gradient, and the input gradient of every parameter layer
+        after the first — from the layer shapes of one forward pass (``tests/test_seqgrad.py`` checks the two
+        agree). Counted here because any dispatch mode's first use imports ``torch._dynamo`` (~1.3 s of a
+        run's start-up)."""
+        h, form, total = torch.zeros(1, *input_shape), "shared", 0
+        theta = torch.zeros(1, sum(layer.numel for layer in self.layers))
+        at = 0
+        for i, layer in enumerate(self.layers):
+            h, form, _ = layer.forward(h, form, theta[:, at:at + layer.numel], 1)
+            at += layer.numel
+            if layer.numel:
+                total += 2 * layer.macs(h) * (3 if i > self.first_param else 2)
+        return float(total)
 
     def backward(self, dout: torch.Tensor, saved: list) -> torch.Tensor:
         """Flat parameter gradient ``[P, d]`` from the output gradient ``dout [P, B, out]``."""

@@ -1,4 +1,4 @@
-"""What a run needs of a model, checked on the ``meta`` device before anything is allocated or written.
+"""What a run needs of a model, checked before the run allocates its state or writes anything.
 
 Paired runs couple *everything* random or stateful between the two trajectories through keyed streams and
 carried state. A layer with running statistics (BatchNorm) updates hidden buffers outside the flat
@@ -19,8 +19,8 @@ from stabkit.plugins import describe_error
 def check_module(module: nn.Module, task, label: str) -> None:
     """One-line ConfigError naming ``label`` unless ``module`` fits ``task``: no running-statistics or
     dropout layers, a forward pass on two of the task's inputs giving ``[2, num_classes]`` outputs
-    (``[2, 1]`` or ``[2]`` for regression). Run it on a module built on the meta device (a module handed
-    over already built runs two zero inputs where its parameters are)."""
+    (``[2, 1]`` or ``[2]`` for regression). The two zero inputs go where the module's parameters are (the
+    ``meta`` device for a module built there: shapes only, nothing allocated)."""
     for name, layer in module.named_modules():
         reason = _uncoupled(layer)
         if reason:

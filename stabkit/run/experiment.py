@@ -92,6 +92,11 @@ def build_checked_task(cfg: RunConfig) -> Task:
     return build_task(cfg.task, cfg.task_options)
 
 
+CHECK_ON_CPU_PARAMS = 1 << 21
+"""Models up to this many parameters are built on the CPU for :func:`check_run`'s forward check (a few ms;
+the global random state is left as it was), larger ones on the ``meta`` device (nothing allocated)."""
+
+
 def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None):
     """Everything about ``cfg`` on ``task`` that can be checked before a tensor is allocated: the algorithm and
     its hyperparameters, model/task compatibility, batch size against the clients' data, the device and the
@@ -102,10 +107,13 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
     if cfg.algo not in ALGORITHMS:  # a plug-in: what its hooks return is checked on every call
         algo = CheckedAlgorithm(algo, cfg.algo)
     algo = with_relaxed_init(algo, cfg.ri_beta, cfg.ri_aggregation)
-    with torch.device("meta"):  # validates model/task compatibility and counts parameters, allocating nothing
+    with torch.device("meta"):  # counts parameters and validates model/task compatibility, allocating nothing
         module = make_module()
-        check_module(module, task, cfg.model or task.default_model)
-        d = sum(p.numel() for p in module.parameters())
+    d = sum(p.numel() for p in module.parameters())
+    if d <= CHECK_ON_CPU_PARAMS:  # built for real: meta tensors' first use imports torch's symbolic shapes (~0.6 s)
+        with torch.random.fork_rng(devices=[]):
+            module = make_module()
+    check_module(module, task, cfg.model or task.default_model)
     require(cfg.augment == "none" or len(task.input_shape) == 3, "augment", cfg.augment,
             f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
     largest = max(len(y) for y in task.train_y[:task.num_train_clients])
