@@ -6,7 +6,13 @@ Python API: ``RunConfig`` + ``run_pair`` run a paired experiment and write a run
 The names are imported on first use (PEP 562), so ``import stabkit.errors`` or a light command
 (``stabkit --help``, ``stabkit algos``) does not pay for torch and pandas.
 """
+import os
+
 from stabkit.lazy import lazy_getattr
+
+# Large CPU tensors in transparent huge pages (read by torch when it first allocates, so set before torch is
+# imported; a value the user set stands): see stabkit.engine.alloc.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 __version__ = "0.1.0"
 

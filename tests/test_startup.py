@@ -91,3 +91,24 @@ def test_a_cpu_run_imports_no_compiler():
     done = subprocess.run([sys.executable, "-c", RUN_PROBE], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"stabkit pair imported {done.stdout.strip()}"
+
+
+def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
+    """``import stabkit`` before torch turns on torch's huge-page allocations for large tensors (where the
+    kernel offers transparent huge pages, a 64 MB tensor lands in them); a value the user set stands."""
+    import os
+    from pathlib import Path
+    probe = ("import stabkit, torch, os; t = torch.ones(16 << 20); "
+             "huge = [int(l.split()[1]) for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages')]; "
+             "print(os.environ['THP_MEM_ALLOC_ENABLE'], huge[0] if huge else -1)")
+    modes = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    mode = modes.read_text() if modes.is_file() else "[never]"  # "[always]": huge pages without asking
+    base = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    for env, flag in (({}, "1"), ({"THP_MEM_ALLOC_ENABLE": "0"}, "0")):
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                              env=base | env)
+        assert done.returncode == 0, done.stderr
+        got, huge_kb = done.stdout.split()
+        assert got == flag
+        if "[madvise]" in mode or ("[always]" in mode and flag == "1"):
+            assert (int(huge_kb) >= 32 << 10) == (flag == "1"), (flag, huge_kb)
