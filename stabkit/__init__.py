@@ -10,8 +10,8 @@ import os
 
 from stabkit.lazy import lazy_getattr
 
-# Large CPU tensors in transparent huge pages (read by torch when it first allocates, so set before torch is
-# imported; a value the user set stands): see stabkit.engine.alloc.
+# Large CPU tensors in transparent huge pages (torch reads this at its first allocation of 2 MB or more, so it
+# is set before any; a value the user set stands): see stabkit.engine.alloc.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 __version__ = "0.1.0"

@@ -14,8 +14,9 @@ clients' differences, their mean) ran at ~2 GB/s. ``import stabkit`` therefore s
 ``THP_MEM_ALLOC_ENABLE=1`` (unless set): torch then aligns allocations of 2 MB and more to 2 MB and asks for
 transparent huge pages (``madvise``), 512 times fewer faults. W5 engine round, one thread, alternating
 processes: 3.1-3.3 s without, 2.1-2.2 s with; W1-W4's tensors stay below 2 MB or within a chunk (same
-numbers, bit for bit: only where memory lies changes). torch reads the variable at its first allocation, so
-it applies where stabkit is imported before torch (the ``stabkit`` command, sweep workers, which inherit it).
+numbers, bit for bit: only where memory lies changes). torch reads the variable at its first allocation of
+2 MB or more, so it applies wherever stabkit is imported before such a tensor exists (the ``stabkit`` command,
+scripts that import torch and then stabkit, sweep workers, which also inherit it).
 """
 from __future__ import annotations
 
