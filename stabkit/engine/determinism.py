@@ -8,6 +8,12 @@ logged numbers (``PairedRun.run`` and ``resume`` as a whole, ``PairedRun.step`` 
 themselves, replays) runs inside :func:`deterministic`; the mode
 is put back as it was afterwards, so a caller's own setting is left alone.
 
+Under the mode torch also fills every freshly allocated tensor with NaN (``torch.utils.deterministic.
+fill_uninitialized_memory``), so that reading memory no op has written gives a fixed value. Every op stabkit
+calls writes its whole output (the tests' identical-metrics checks would see any read of stale memory), and
+the fill was a pass over every new tensor: 422 fills, 14% of a ResNet-18-GN round (W5), 4% of W1's. It is
+turned off for the block and put back after.
+
 The flag is set where torch keeps it (``torch._C._set_deterministic_algorithms``, what the public call does)
 unless inductor's configuration is already loaded: ``torch.use_deterministic_algorithms`` also copies it into
 ``torch._inductor.config``, and importing that imports ``torch._dynamo`` — 1.9 s of every run's start-up,
@@ -19,17 +25,22 @@ import sys
 from contextlib import contextmanager
 
 import torch
+import torch.utils.deterministic
 
 
 @contextmanager
 def deterministic():
-    """Deterministic algorithms on for the block (restores the previous mode and its warn-only flag)."""
+    """Deterministic algorithms on, the fill of fresh tensors off, for the block (restores the previous mode,
+    its warn-only flag and the fill flag)."""
     previous = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
     _set_mode(True, False)
+    torch.utils.deterministic.fill_uninitialized_memory = False
     try:
         yield
     finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
         _set_mode(previous, warn_only)
 
 
