@@ -45,8 +45,10 @@ def client_delta(ctx, y: torch.Tensor) -> torch.Tensor:
 
 
 def server_step(ctx, direction: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    """``x_{t+1} = x_t + (eta_g scale) direction`` ``[R, 2, d]`` (scale 1: FedAvg's step on mean_i d_i)."""
-    return ctx.x + (ctx.global_lr * scale) * direction
+    """``x_{t+1} = x_t + (eta_g scale) direction`` ``[R, 2, d]`` (scale 1: FedAvg's step on mean_i d_i). A factor
+    of exactly 1 is not multiplied out (the same numbers, one pass over ``[R, 2, d]`` fewer)."""
+    step = ctx.global_lr * scale
+    return ctx.x + (direction if step == 1.0 else step * direction)
 
 
 def gradient_units(ctx, start: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
