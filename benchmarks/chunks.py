@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stabkit.engine.paired as paired  # noqa: E402
 from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.engine.determinism import set_deterministic  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def main(argv=None):
     w = workloads(1.0, "cpu")[args.workload]
     run = PairedRun(w.config(args.pairs), task=w.task())
     run.engine.threads = 1
-    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    set_deterministic()  # as PairedRun.run does
     saved = paired.CHUNK_BYTES
     try:
         for mib in (int(v) for v in args.chunk_mib.split(",")):

@@ -37,6 +37,7 @@ from benchmarks.run import gemm_peak, machine  # noqa: E402
 from benchmarks.workloads import image_task, workloads  # noqa: E402
 from stabkit.config.taskoptions import TaskOptions  # noqa: E402
 from stabkit.engine import grouped, seqgrad  # noqa: E402
+from stabkit.engine.determinism import set_deterministic  # noqa: E402
 from stabkit.run.experiment import PairedRun, resolve_device  # noqa: E402
 
 
@@ -217,7 +218,7 @@ def main():
     ap.add_argument("--skip-variants", action="store_true", help="only the round (no gradient variants)")
     a = ap.parse_args()
     resolve_device(a.device)
-    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    set_deterministic()  # as PairedRun.run does
     peak = gemm_peak(a.device)
     print(machine(), f"fp32 GEMM peak {peak:.0f} GFLOP/s", flush=True)
     results = []

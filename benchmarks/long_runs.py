@@ -26,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stabkit.config.runconfig import CHECKPOINT_EVERY, RunConfig  # noqa: E402
 from stabkit.config.taskoptions import TaskOptions  # noqa: E402
+from stabkit.engine.determinism import set_deterministic  # noqa: E402
 from stabkit.engine.evaluation import Evaluator  # noqa: E402
 from stabkit.engine.paired import PairedEngine  # noqa: E402
 from stabkit.fixtures import write_cifar  # noqa: E402
@@ -59,7 +60,7 @@ def measure(data_dir: Path, pairs: int, steps: int, eval_fraction: float, train:
     run = PairedRun(cfg)
     build_s = time.perf_counter() - start
     plan = run.eval_plan
-    torch.use_deterministic_algorithms(True)
+    set_deterministic()  # as PairedRun.run does
     # training: `steps` local steps of the same round, scaled to K
     short = PairedEngine(engine_settings(cfg.replace(local_steps=steps)), run.algo, run.model, run.data, run.nb, run.engine.x[:, 0])
     short.step(0)  # warm-up (threads, allocator, first gathers)

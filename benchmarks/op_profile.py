@@ -21,6 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.engine.determinism import set_deterministic  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
 
 
@@ -31,7 +32,7 @@ def profile_workload(name: str, pairs: int, rounds: int, device: str, rows: int,
     torch.set_num_threads(threads)
     run = PairedRun(w.config(pairs), task=w.task())
     run.engine.threads = threads
-    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    set_deterministic()  # as PairedRun.run does
     rec = run.engine.step(0)  # warm-up
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:

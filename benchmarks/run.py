@@ -30,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.baseline import PerClientLoop  # noqa: E402
 from benchmarks.workloads import workloads  # noqa: E402
+from stabkit.engine.determinism import set_deterministic  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
 from stabkit.store.atomic import atomic_write_json  # noqa: E402
 
@@ -129,7 +130,7 @@ def measure(name: str, scale: float, reps: int, device: str, thread_counts: tupl
     """Everything reported for one workload (runs in its own process)."""
     w = workloads(scale, device)[name]
     task = w.task()
-    torch.use_deterministic_algorithms(True)  # as PairedRun.run does
+    set_deterministic()  # as PairedRun.run does
     if device.startswith("cuda"):
         thread_counts = (torch.get_num_threads(),)  # the host threads hardly matter on a GPU
     peaks = {n: gemm_peak(device, n) for n in thread_counts}

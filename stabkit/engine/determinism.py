@@ -35,13 +35,19 @@ def deterministic():
     previous = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     fill = torch.utils.deterministic.fill_uninitialized_memory
-    _set_mode(True, False)
-    torch.utils.deterministic.fill_uninitialized_memory = False
+    set_deterministic()
     try:
         yield
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
         _set_mode(previous, warn_only)
+
+
+def set_deterministic() -> None:
+    """What :func:`deterministic` sets, for the rest of the process (the benchmarks time the engine as runs
+    compute)."""
+    _set_mode(True, False)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def _set_mode(mode: bool, warn_only: bool):
