@@ -11,8 +11,8 @@ set ``MALLOC_*`` variables, their choice stands.
 Blocks above 32 MiB are always fresh mmaps, faulted in 4 KB at a time: a ResNet-18-GN round (W5) works on
 ``[16, 11.2 M]`` tensors of 715 MB, and every element-wise pass over a fresh one (the local step, the
 clients' differences, their mean) ran at ~2 GB/s. ``import stabkit`` therefore sets torch's
-``THP_MEM_ALLOC_ENABLE=1`` (unless set): torch then aligns allocations of 2 MB and more to 2 MB and asks for
-transparent huge pages (``madvise``), 512 times fewer faults. W5 engine round, one thread, alternating
+``THP_MEM_ALLOC_ENABLE=1`` (unless set): torch then asks for transparent huge pages (``madvise``) for its
+allocations of 2 MB and more, 512 times fewer faults. W5 engine round, one thread, alternating
 processes: 3.1-3.3 s without, 2.1-2.2 s with; W1-W4's tensors stay below 2 MB or within a chunk (same
 numbers, bit for bit: only where memory lies changes). torch reads the variable at its first allocation of
 2 MB or more, so it applies wherever stabkit is imported before such a tensor exists (the ``stabkit`` command,
