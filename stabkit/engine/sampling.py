@@ -34,6 +34,9 @@ def batch_positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batc
     return _positions(seed, t, sizes, local_steps, batch)
 
 
+_PAD = np.iinfo(np.uint64).max  # the key of a padding position: sorts last
+
+
 def _positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int) -> np.ndarray:
     """:func:`batch_positions` for sizes ``[R, T, s]`` of T trajectories: the first ``K*B`` entries of each
     client's epochs, each epoch its positions ``0..n-1`` in the order of their keys."""
@@ -49,16 +52,13 @@ def _positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: in
         keys[np.broadcast_to(np.arange(n_max) >= sizes[..., None, None], keys.shape)] = _PAD
     perm = _stable_argsort(keys.reshape(-1, n_max), exact).reshape(-1, epochs * n_max)  # a row per client (and
     # trajectory where ragged): its epochs' orders one after another
-    q = np.arange(local_steps * batch)
     if n_min < n_max:
-        n = sizes.reshape(-1, 1)
+        q, n = np.arange(local_steps * batch), sizes.reshape(-1, 1)
         idx = _rows_take(perm, (q // n) * n_max + q % n)  # epoch q // n, its position q % n
-    else:
-        idx = perm[:, (q // n_max) * n_max + q % n_max]
-    return np.broadcast_to(idx.reshape(R, -1, s, local_steps, batch), (R, T, s, local_steps, batch))
-
-
-_PAD = np.iinfo(np.uint64).max
+    else:  # no padding: the epochs' orders are consecutive
+        idx = perm[:, :local_steps * batch]
+    idx = idx.reshape(R, -1, s, local_steps, batch)
+    return idx if idx.shape[1] == T else np.broadcast_to(idx, (R, T, s, local_steps, batch))
 
 
 def _rows_take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
