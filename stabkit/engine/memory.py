@@ -14,7 +14,8 @@ lower bound made of the allocations that scale with the options (so a refusal is
 * outputs: that minibatch's logits and their gradient (a million-class output layer is mostly this and
   the models; an npz label range far wider than the labels used is refused before, by the npz loader).
 
-Available memory is the kernel's ``MemAvailable`` (CPU) or the device's free memory (CUDA).
+Available memory is the kernel's ``MemAvailable`` with the blocks stabkit's CPU cache holds for reuse
+(CPU), or the device's free memory (CUDA).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stabkit.engine import cpucache
 from stabkit.errors import ConfigError
 
 CLIENT_TENSORS = 6  # [R, 2, s, d] tensors alive during a local step (models, gradients, start, uploads, ...)
@@ -38,8 +40,8 @@ def available_bytes(device=None):
         return torch.cuda.mem_get_info(device)[0]
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+            if line.startswith("MemAvailable:"):  # plus what stabkit's CPU cache holds for reuse
+                return int(line.split()[1]) * 1024 + cpucache.stats()["cached"]
     except OSError:
         pass
     return None
