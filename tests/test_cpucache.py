@@ -103,3 +103,15 @@ def test_a_bad_cache_limit_is_refused_in_one_line(tmp_path, monkeypatch, capsys)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "invalid STABKIT_CPU_CACHE_MB 'lots'" in lines[0] and "MiB" in lines[0]
     assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+def test_a_run_records_the_cache_limit_as_a_fact(tmp_path):
+    import json
+
+    from stabkit import RunConfig, run_pair
+    from stabkit.engine import cpucache
+    run_pair(RunConfig(rounds=1, pairs=1, constants=False), out=tmp_path / "r")
+    recorded = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert recorded["cpu_cache_mb"] == cpucache.stats()["limit"] >> 20
+    assert (recorded["cpu_cache_mb"] > 0) == (cpucache.stats()["installed"] and cpucache.limit_bytes() >= 1 << 20)
+    assert RunConfig.from_dict(recorded).rounds == 1  # read back: a fact, not configuration

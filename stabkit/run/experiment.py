@@ -33,6 +33,7 @@ from stabkit import __version__, plugins
 from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
+from stabkit.engine import cpucache
 from stabkit.engine.contract import CheckedAlgorithm
 from stabkit.engine.data import FederatedData
 from stabkit.engine.determinism import deterministic
@@ -305,7 +306,7 @@ class PairedRun:
         the metric logs."""
         cfg = self.cfg
         facts = {"hp_resolved": resolve_hp(cfg.algo, cfg.hp), "versions": versions(), "device_used": str(self.device),
-                 "threads": self.threads, "d": self.model.d,
+                 "threads": self.threads, "cpu_cache_mb": cpucache.stats()["limit"] >> 20, "d": self.model.d,
                  "n_min": int(self.data.n_np[: self.task.num_train_clients].min())}
         facts.update({"label": label} if label else {})
         self.writer = RunWriter(out, cfg, self.times)
