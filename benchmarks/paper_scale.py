@@ -82,7 +82,8 @@ def preset_case(name: str, pairs: int, clients, steps: int, device: str, peak: f
 
 
 def w5_case(reps: int, peak: float) -> dict:
-    """One local step of W5 on the grouped path and on torch.func, alternately."""
+    """One local step of W5 on the grouped path and on torch.func, alternately; the GEMM peak is probed again
+    after every repetition and the best probe (``peak`` included) is the one reported against."""
     w = workloads(1.0, "cpu")["W5"]
     run = PairedRun(w.config(2), task=w.task())
     model, eng = run.model, run.engine
@@ -98,6 +99,8 @@ def w5_case(reps: int, peak: float) -> dict:
             sync()
             if rep:
                 times[k].append(time.perf_counter() - start)
+        if eng.x.device.type == "cpu":
+            peak = max(peak, gemm_peak("cpu"))
     # the gradient alone (the engine's update of the [R, 2, s, d] state is the rest of a local step)
     P, B = 2 * run.cfg.pairs * run.cfg.sampled_clients, run.cfg.batch_size
     theta = eng.x[:, :, None].expand(-1, -1, run.cfg.sampled_clients, -1).reshape(P, -1).contiguous()
@@ -112,15 +115,17 @@ def w5_case(reps: int, peak: float) -> dict:
             model.grads(theta, x, y)
             if rep:
                 grad_times[k].append(time.perf_counter() - start)
+        if eng.x.device.type == "cpu":
+            peak = max(peak, gemm_peak("cpu"))
     model.fast = fast
     flops = eng.step_flops
-    out = {"workload": w.description, "d": model.d}
+    out = {"workload": w.description, "d": model.d, "gemm_peak_gflops": peak}
     for k in paths:
         t, g = float(np.median(times[k])), float(np.median(grad_times[k]))
         out[k] = {"step_s": t, "gflops": flops / t / 1e9, "peak_fraction": flops / t / 1e9 / peak,
                   "grad_s": g, "grad_peak_fraction": flops / g / 1e9 / peak}
         print(f"W5 {k:10s} {t:6.2f} s per local step, {flops / t / 1e9:5.1f} GFLOP/s = "
-              f"{100 * flops / t / 1e9 / peak:4.1f}% of the GEMM peak; the gradient alone {g:6.2f} s = "
+              f"{100 * flops / t / 1e9 / peak:4.1f}% of the GEMM peak ({peak:.1f}); the gradient alone {g:6.2f} s = "
               f"{100 * flops / g / 1e9 / peak:4.1f}%", flush=True)
     out["speedup"] = out["torch.func"]["step_s"] / out["grouped"]["step_s"]
     out["grad_speedup"] = out["torch.func"]["grad_s"] / out["grouped"]["grad_s"]
