@@ -9,10 +9,12 @@ the ratio of a row is against the baseline at *its best* thread count, measured 
 honest anchor: a per-client loop is often fastest on one thread). stabkit's engine takes the thread count
 as its cap (its policy keeps tiny ops on one thread, ``stabkit.engine.threads``). The fp32 GEMM peak is
 measured at each thread count in the same process, before the first repetition and after every one, and
-each row's %peak is against the best of them at its own thread count (the two vCPUs share a physical core
-whose speed moves from minute to minute: single probes in one run ranged 85-145 GFLOP/s, so one early probe
-could halve or double a %peak). FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Prints a table
-and writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
+each row's %peak is against the best of them at its own thread count (the VM's vCPUs change speed from minute
+to minute: single probes in one run ranged 85-145 GFLOP/s, so one early probe could halve or double a %peak). FLOPs are counted analytically from the op shapes
+(``FlatModel.flops_per_sample``). Under each workload, the gradient alone: one minibatch gradient of all the
+largest pair count's client models on random inputs, as % of the peak -- the ceiling of the round's %peak with
+these kernels (the engine's own work, sampling, the update, averaging, comes on top). Prints a table and
+writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
 """
 from __future__ import annotations
 
@@ -187,6 +189,9 @@ def measure(name: str, scale: float, reps: int, device: str, thread_counts: tupl
                 row["baseline_threads"] = best_n
                 row["ratio"] = float(np.median(b * 2 * R / step_s))  # traj-rounds/s over best baseline r/s, per rep
             result["rows"].append(row)
+    big = runs[max(runs)].run
+    result["gradient_alone"] = {"pairs": big.cfg.pairs, **{str(n): gradient_alone(big, fps, reps, n, peaks[n])
+                                                            for n in thread_counts}}
     if w.scaling:
         with _threads(max(thread_counts)):
             result["scaling"] = scaling(w, task, reps, max(2, w.rounds // 4))
@@ -197,6 +202,23 @@ def measure(name: str, scale: float, reps: int, device: str, thread_counts: tupl
     if device.startswith("cuda"):
         result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
     return result
+
+
+def gradient_alone(run: PairedRun, fps: float, reps: int, threads: int, peak: float) -> dict:
+    """One minibatch gradient of all the round's client models (``2 R s`` models x B random inputs of the
+    task's shape) at ``threads`` threads, median of ``reps``: the ceiling of the round's %peak with these kernels
+    -- an engine costing nothing besides its gradients would run K of these per round."""
+    cfg, x0 = run.cfg, run.engine.x
+    P = 2 * cfg.pairs * cfg.sampled_clients
+    theta = x0[:, :, None].expand(-1, -1, cfg.sampled_clients, -1).reshape(P, -1).contiguous()
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn((P, cfg.batch_size, *run.task.input_shape), generator=gen).to(x0)
+    y = torch.randint(0, run.task.num_classes, (P, cfg.batch_size), generator=gen).to(x0.device)
+    with _threads(threads):
+        run.model.grads(theta, x, y)  # warm-up
+        seconds = float(np.median([timed(lambda: run.model.grads(theta, x, y), 1) for _ in range(max(3, reps))]))
+    gflops = fps * P * cfg.batch_size / seconds / 1e9
+    return {"s": seconds, "gflops": gflops, "peak_fraction": gflops / peak}
 
 
 @contextmanager
@@ -266,6 +288,11 @@ def table(results: list) -> str:
                          f"{100 * res['rows'][-1]['eval_fraction']:.0f}%, "
                          + ", ".join(f"--{k.replace('_', '-').rsplit('-', 1)[0]} {k.rsplit('_', 1)[1]} {100 * v:.0f}%"
                                      for k, v in res["eval_knobs"].items()))
+        if "gradient_alone" in res:
+            ga = res["gradient_alone"]
+            lines.append(f"    the gradient alone ({ga['pairs']} pairs' clients x B, the round's ceiling): "
+                         + ", ".join(f"{1e3 * v['s']:.3g} ms = {100 * v['peak_fraction']:.1f}% of peak ({n}t)"
+                                     for n, v in ga.items() if n != "pairs"))
         for field, sc in res.get("scaling", {}).items():
             lines.append(f"    round time vs {field} {sc['values']} ({sc['pairs']} pairs): "
                          f"exponent {sc['exponent']:.2f} "

@@ -28,7 +28,12 @@ def test_benchmark_smoke(tmp_path, capsys):
     assert all(0 < v < 1 for v in knobs.values())
     assert knobs["eval_every_10"] < knobs["eval_every_5"] < knobs["eval_every_2"] < res["rows"][-1]["eval_fraction"]
     assert res["peak_rss_mb"] > 0
+    ga = res["gradient_alone"]  # the round's ceiling: the largest pair count's gradient, at each thread count
+    assert ga["pairs"] == 8 and set(ga) == {"pairs", "1", "2"}
+    for n in ("1", "2"):
+        assert ga[n]["s"] > 0 and abs(ga[n]["gflops"] / res["gemm_peak_by_threads"][n] - ga[n]["peak_fraction"]) < 1e-12
     printed = capsys.readouterr().out
+    assert "the gradient alone (8 pairs' clients" in printed
     assert "traj-r/s" in printed and "W1" in printed and "exponent" in printed and "(1t)" in printed
 
 
