@@ -75,6 +75,18 @@ print(cpucache.stats()["installed"], cpucache.stats()["hits"] > 0)
 
 
 @needs_compiler
+def test_a_run_gives_its_cached_blocks_back_when_its_rounds_end(tmp_path):
+    out = _python(RUN.split("run = PairedRun")[0] + f"""
+from stabkit.run.experiment import run_pair
+seen = []
+run_pair(cfg, out={str(tmp_path / "r")!r}, task=image_task(8, 8, (3, 32, 32)),
+         progress=lambda t, stats: seen.append(cpucache.stats()["cached"]))
+print(max(seen) >= 32 << 20, cpucache.stats()["cached"])
+""")
+    assert out.split() == ["True", "0"]
+
+
+@needs_compiler
 def test_a_run_gives_the_same_numbers_with_and_without_the_cache():
     cached = _python(RUN).split("\n")
     plain = _python(RUN, STABKIT_CPU_CACHE_MB="0").split("\n")

@@ -18,7 +18,8 @@ compiler torch's default allocator stays, and runs are the same, only slower the
 
 ``STABKIT_CPU_CACHE_MB``: the most memory the cache keeps for reuse (default a quarter of the machine's
 memory; ``0`` leaves torch's allocator alone). Blocks are matched by size rounded up to 2 MB; the least
-recently freed go first when the limit is reached, and all of them when an allocation would fail.
+recently freed go first when the limit is reached, and all of them when an allocation would fail or a run's
+rounds end (``PairedRun``: a sweep's next job, or another process, may need the memory).
 """
 from __future__ import annotations
 
@@ -102,7 +103,10 @@ def library() -> Optional[Path]:
     torch_dir = Path(torch.__file__).parent
     abi = int(torch.compiled_with_cxx11_abi())
     key = hashlib.sha256(SOURCE.read_bytes() + f"{torch.__version__} {abi} {torch_dir}".encode()).hexdigest()[:16]
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stabkit"
+    try:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stabkit"
+    except RuntimeError:  # no home directory to be found
+        return None
     path = folder / f"cpu_cache-{key}.so"
     if path.is_file():
         return path

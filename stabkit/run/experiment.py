@@ -345,6 +345,7 @@ class PairedRun:
                 self._checkpoint(done, rec, snapshots)
         self.times["wall_s"] = wall_before + time.perf_counter() - session_start
         self._flush()
+        cpucache.release()  # the blocks kept for the rounds go back to the system (a sweep's next job may need them)
         return self._finish(out, status, diverged_round, done, snapshots)
 
     def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
