@@ -2,9 +2,9 @@
 // allocation of the same size instead of going back to the kernel (stabkit/engine/alloc.py says why).
 //
 // Blocks of at least kMinBytes are rounded up to whole 2 MB huge pages, taken from a per-size free list
-// when one is there, else fresh (2 MB aligned; huge pages asked for as torch asks, THP_MEM_ALLOC_ENABLE=1). Freed blocks are kept while the
-// cached bytes stay within the limit; the least recently freed go first. Smaller blocks go to c10's own
-// alloc_cpu/free_cpu, as before. Every DataPtr's context is its data pointer, so raw_allocate and
+// when one is there, else fresh (2 MB aligned; huge pages asked for as torch asks, THP_MEM_ALLOC_ENABLE=1).
+// Freed blocks are kept while the cached bytes stay within the limit; the least recently freed go first.
+// Smaller blocks go to c10's own alloc_cpu/free_cpu, as before (glibc's heap keeps those, alloc.py). Every DataPtr's context is its data pointer, so raw_allocate and
 // raw_deallocate work as with torch's default allocator.
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>

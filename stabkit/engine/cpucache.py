@@ -37,7 +37,6 @@ from stabkit.errors import ConfigError
 
 SOURCE = Path(__file__).with_name("cpu_cache.cpp")
 LIMIT_ENV = "STABKIT_CPU_CACHE_MB"
-MIN_BYTES = 32 << 20  # blocks below this stay with glibc's heap (stabkit.engine.alloc keeps those too)
 BUILD_TIMEOUT_S = 300
 _lib = None  # the loaded library once installed in this process
 _tried = False
