@@ -29,6 +29,21 @@ class Residual(nn.Module):
         return self.head(h.flatten(1))
 
 
+class OnePixel(nn.Module):
+    """3x3 convolutions (padding 1, with and without bias) on 1x1 maps: the centre-tap path."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Conv2d(3, 4, 3, padding=1, bias=False))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.body(x), 1))
+
+
+MODELS = {"residual": (Residual, (2, 4, 4)), "one_pixel": (OnePixel, (2, 1, 1))}
+
+
 def _outputs(m: FlatModel, th, x, y, w, ws):
     g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
     g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
@@ -37,15 +52,16 @@ def _outputs(m: FlatModel, th, x, y, w, ws):
     return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
 
 
-@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm"])
+@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm", "one_pixel"])
 def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
     if name == "residual_bmm":  # every convolution (biases included) as im2col + bmm
         monkeypatch.setitem(stabkit.engine.grouped.SMALL_MAP, "cpu", 10 ** 9)
     torch.manual_seed(0)
-    if name == "resnet18_gn":
+    if name == "resnet18_gn":  # on 8x8 images its last three stages run on 1x1 maps (the centre-tap path)
         module, shape = ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)
     else:
-        module, shape = Residual(), (2, 4, 4)
+        make, shape = MODELS[name.removesuffix("_bmm")]
+        module = make()
     m = FlatModel(module, "classification", torch.float64, torch.device("cpu"))
     assert isinstance(m.fast, GroupedModel)
     P, B = 3, 4
@@ -63,13 +79,15 @@ def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
         assert torch.equal(a, b)
 
 
-def test_grouped_hvp_equals_the_dense_hessian():
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_grouped_hvp_equals_the_dense_hessian(name):
     torch.manual_seed(1)
-    m = FlatModel(Residual(), "classification", torch.float64, torch.device("cpu"))
+    make, shape = MODELS[name]
+    m = FlatModel(make(), "classification", torch.float64, torch.device("cpu"))
     Q, N = 2, 7
     th = m.flatten() + 0.1 * torch.randn(Q, m.d, dtype=torch.float64)
-    x, y, w = torch.randn(N, 2, 4, 4, dtype=torch.float64), torch.randint(0, 3, (N,)), torch.rand(Q, N,
-                                                                                                 dtype=torch.float64)
+    x, y, w = torch.randn(N, *shape, dtype=torch.float64), torch.randint(0, 3, (N,)), torch.rand(Q, N,
+                                                                                                dtype=torch.float64)
     v = torch.randn(Q, m.d, dtype=torch.float64)
     got = m.fast.hvp(th, v, x, y, w)
     assert torch.equal(Objective(m, x, y, w).hvp(th, v), got)  # sharpness measures take this path
@@ -77,6 +95,21 @@ def test_grouped_hvp_equals_the_dense_hessian():
         f = lambda t: (m.per_sample_loss(m.forward(t, x), y) * w[q]).sum()  # noqa: E731
         H = torch.func.hessian(f)(th[q])
         assert (got[q] - H @ v[q]).abs().max() <= 1e-12 * max(1.0, float((H @ v[q]).abs().max()))
+
+
+def test_convolutions_of_one_pixel_take_the_centre_tap(monkeypatch):
+    """The paper ResNet's last stage at CIFAR size (1x1 maps) and the test model above take the centre-tap
+    matmul; larger maps and the stride-2 convolution of 2x2 maps keep their paths."""
+    taps = []
+    centre = stabkit.engine.grouped._centre_tap
+    monkeypatch.setattr(stabkit.engine.grouped, "_centre_tap", lambda m, h: taps.append(centre(m, h)) or taps[-1])
+    P = 2
+    for module, shape, expected in [(ResNet18GN(3, 4), (3, 32, 32), [None] * 16 + [4, None, 4, 4]),
+                                    (OnePixel(), (2, 1, 1), [4, 4])]:
+        taps.clear()
+        m = FlatModel(module, "classification", torch.float32, torch.device("cpu"))
+        m.grads(m.flatten().expand(P, -1).clone(), torch.randn(P, 3, *shape), torch.randint(0, 3, (P, 3)))
+        assert taps == expected
 
 
 def test_the_paper_resnet_takes_the_grouped_path_and_untraceable_models_do_not():
