@@ -82,6 +82,15 @@ def test_cell_loop_lstm_equals_torch_lstm():
     theirs.load_state_dict(own)
     x = torch.randn(4, 80, 8)
     torch.testing.assert_close(ours.lstm(x), theirs(x)[0], rtol=1e-5, atol=1e-6)
+    # the backward too (the cell loop's input contributions go back through unbind), in float64
+    ours.double(), theirs.double()
+    x = torch.randn(3, 30, 8, dtype=torch.float64, requires_grad=True)
+    up = torch.randn(3, 30, 100, dtype=torch.float64)
+    mine = torch.autograd.grad((ours.lstm(x) * up).sum(), [x, *own.values()])
+    ref = torch.autograd.grad((theirs(x)[0] * up).sum(), [x, *(dict(theirs.named_parameters())[k] for k in own)])
+    for a, b in zip(mine, ref):
+        assert a.abs().max() > 0
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +120,23 @@ def test_short_paired_run_is_deterministic_and_null_pair_is_zero(data, tmp_path,
     run_pair(cfg.replace(perturb="none"), out=tmp_path / "null")
     df = load_run(tmp_path / "null")
     assert (df["disc"] == 0).all() and np.array_equal(df["train_loss_a"], df["train_loss_b"])
+
+
+def test_evaluation_chunks_count_what_the_lstm_backward_keeps():
+    """The char LSTM keeps ~15x its modules' outputs for its backward (80 steps of gates and states inside one
+    module): evaluation chunks are sized from what the backward keeps, not from the outputs alone."""
+    m = FlatModel(CharLSTM(), "classification", torch.float32, torch.device("cpu"))
+    x = torch.randint(0, 80, (5, 80))
+    kept = {}
+
+    def pack(t):
+        kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        torch.nn.functional.cross_entropy(m.module(x[:1]), torch.zeros(1, dtype=torch.long)).backward()
+    params = {p.untyped_storage().data_ptr() for p in m.module.parameters()}
+    activations = sum(n for ptr, n in kept.items() if ptr not in params)
+    outputs = 4 * (80 * 8 + 80 * 100 + 80)  # embedding, LSTM and head outputs of one sample, float32
+    assert activations > 10 * outputs
+    assert m._sample_bytes(x) >= 2 * activations
