@@ -1,11 +1,12 @@
-"""Paper-scale benchmark (issue 22): the papers' CIFAR presets on fixture data of the real size.
+"""Paper-scale benchmark (issue 22): the papers' CIFAR and Shakespeare presets on fixture data of the real size.
 
-    .venv/bin/python benchmarks/paper_scale.py                          # both presets + the W5 path comparison
+    .venv/bin/python benchmarks/paper_scale.py                          # the presets + the W5 path comparison
     .venv/bin/python benchmarks/paper_scale.py --only w5 --reps 2       # grouped path vs torch.func on W5
     .venv/bin/python benchmarks/paper_scale.py --pairs 8 --clients 10 --steps 2 --device cuda   # on a GPU
 
-* ``fedsagd-cifar10`` (FedAvg CNN) and ``fedswa-cifar100`` (ResNet-18-GN): the preset's run (``--algo fedavg``)
-  on fixture CIFAR files of the real size (50,000 + 10,000 images), built as ``stabkit pair --preset`` builds
+* ``fedsagd-cifar10`` (FedAvg CNN), ``fedswa-cifar100`` (ResNet-18-GN) and ``fedsagd-shakespeare`` (the char
+  LSTM, on the generic ``torch.func`` path): the preset's run (``--algo fedavg``) on fixture files of the real
+  size (50,000 + 10,000 CIFAR images; 2,000 + 400 sequences per LEAF role), built as ``stabkit pair --preset`` builds
   it; ``--steps`` local steps of ``--pairs`` pairs x ``--clients`` clients per round are timed
   (``stabkit.run.estimate``: two rounds, the second counted, and one evaluation) and projected to the
   preset's full round (8 pairs x s clients x K steps) and its T rounds. The projection is linear in client
@@ -41,7 +42,7 @@ from stabkit.run.estimate import estimate_run, peak_bytes, with_fixture_data  # 
 from stabkit.run.evalbudget import plan_evaluation  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
 
-PRESETS = ("fedsagd-cifar10", "fedswa-cifar100")
+PRESETS = ("fedsagd-cifar10", "fedswa-cifar100", "fedsagd-shakespeare")
 TARGET_PAIRS = 8
 
 

@@ -45,5 +45,21 @@ def test_preset_without_data_files_is_timed_on_fixture_files_of_the_real_size(tm
     assert "not found" in note and "120 + 30" in note
     assert sum(len(y) for y in task.train_y) + sum(len(y) for y in task.val_y) + len(task.test_y) == 150
     assert (tmp_path / "fixture").is_dir() and cfg2.task_options.data_dir == str(tmp_path / "fixture")
-    with pytest.raises(ConfigError, match="data_dir"):  # a task with no fixture writer keeps its one-line error
-        with_fixture_data(RunConfig.from_dict({"task": "shakespeare", "model": "char_lstm"}), tmp_path / "x")
+    with pytest.raises(ConfigError, match="npz"):  # a task with no fixture writer keeps its one-line error
+        with_fixture_data(RunConfig.from_dict({"task": "npz", "model": "logistic"}), tmp_path / "x")
+
+
+def test_the_leaf_and_tiny_imagenet_presets_get_fixture_files_too(tmp_path, monkeypatch):
+    """fedsagd-shakespeare and fedswa-tinyimagenet can be estimated without their data (shrunk here)."""
+    monkeypatch.setattr(estimate, "LEAF_SAMPLES", (30, 6))
+    cfg = RunConfig.from_dict({"task": "shakespeare", "model": "char_lstm", "clients": 4, "heldout_clients": 2})
+    _, task, note = with_fixture_data(cfg, tmp_path / "leaf")
+    assert "6 roles x 30 + 6 random sequences" in note
+    assert sum(len(y) for y in task.train_y) + sum(len(y) for y in task.val_y) == 6 * 30  # every role's sequences
+    assert len(task.test_y) == 4 * 6  # the training roles' test sequences
+    monkeypatch.setattr(estimate, "TINYIMAGENET", (4, 10, 8))
+    cfg = RunConfig.from_dict({"task": "tinyimagenet", "model": "resnet18_gn", "clients": 2, "heldout_clients": 2,
+                               "partition": "iid"})
+    _, task, note = with_fixture_data(cfg, tmp_path / "tiny")
+    assert "40 + 8 random JPEGs" in note
+    assert sum(len(y) for y in task.train_y) + sum(len(y) for y in task.val_y) + len(task.test_y) == 48
