@@ -1,4 +1,6 @@
 """The hand-written batched backward (stabkit.engine.seqgrad) against torch.func, and the engine's fast paths."""
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -135,9 +137,29 @@ def test_evaluation_in_memory_bounded_chunks_equals_one_call(name, monkeypatch):
     assert len(m._chunks(x, 3)) == 1
     monkeypatch.setattr(stabkit.engine.flatmodel, "EVAL_BYTES", 7 * 3 * m._activation_bytes)  # 7 samples a chunk
     assert len(m._chunks(x, 3)) == 8
+    chunk, alive, most = m._evaluate_chunk, weakref.WeakSet(), []
+
+    def counted(*args, **kwargs):  # the chunks' gradients still alive when each chunk returns
+        out = chunk(*args, **kwargs)
+        alive.add(out[0])
+        most.append(len(alive))
+        return out
+
+    monkeypatch.setattr(m, "_evaluate_chunk", counted)
     chunked = [*m.evaluate(th, x, y, w), *m.losses(th, x, y)]
+    assert len(most) == 8 and max(most) <= 3  # summed as they come (the sum, the last and the new chunk): not 8
     for a, b in zip(chunked, whole):
         assert a.shape == b.shape and (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))
+
+
+def test_a_sample_taken_from_a_large_data_set_is_sized_alone():
+    """The activation estimate that sizes evaluation chunks counts what one sample's backward makes, not the
+    data set the sample is a view of (it did: ResNet-18-GN's evaluation ran in chunks of 2 samples)."""
+    kind, make, shape = MODELS["lenet5"]
+    big = torch.randn(4000, *shape)
+    alone, in_set = (FlatModel(make(), kind, torch.float32, torch.device("cpu"))._sample_bytes(v)
+                     for v in (big[:5].clone(), big))
+    assert alone == in_set < big.numel() * big.element_size() / 10
 
 
 def test_allocator_policy_applies_once_on_linux():

@@ -119,13 +119,15 @@ class FlatModel:
 
         Runs over chunks of the data whose activations for all Q models fit in ``EVAL_BYTES``, so a
         full CIFAR training set evaluates in bounded memory; data that fits is one call."""
-        parts = [self._evaluate_chunk(theta, x[i], y[i], w[:, i]) for i in self._chunks(x, len(theta))]
-        if len(parts) == 1:
-            return parts[0]
-        g = parts[0][0]
-        for part in parts[1:]:
-            g = g + part[0]
-        return g, torch.cat([p[1] for p in parts], 1), torch.cat([p[2] for p in parts], 1)
+        g, losses, correct = None, [], []
+        for i in self._chunks(x, len(theta)):  # a running sum: two [Q, d] gradients held, not one per chunk
+            g_i, loss_i, correct_i = self._evaluate_chunk(theta, x[i], y[i], w[:, i])
+            g = g_i if g is None else g.add_(g_i)  # g is the first chunk's own result: in place is safe
+            losses.append(loss_i)
+            correct.append(correct_i)
+        if len(losses) == 1:
+            return g, losses[0], correct[0]
+        return g, torch.cat(losses, 1), torch.cat(correct, 1)
 
     def evaluate_own(self, theta, x, y, w):
         """:meth:`evaluate` on data of each model's own: theta ``[Q, d]``, x ``[Q, N, ...]``, y and w
@@ -169,7 +171,8 @@ class FlatModel:
         return self._activation_bytes
 
     def _saved_bytes(self, x1: torch.Tensor) -> int:
-        """Bytes the backward of one sample's loss keeps (each storage once; the parameters not counted)."""
+        """Bytes the backward of one sample's loss keeps (each storage once; the parameters and the data not
+        counted)."""
         storages = {}
         theta = self.flatten().requires_grad_(True)
 
@@ -180,7 +183,8 @@ class FlatModel:
         y1 = torch.zeros(1, dtype=torch.long if self.kind != "regression" else x1.dtype, device=x1.device)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             self._batch_loss(theta, x1, y1)
-        storages.pop(theta.untyped_storage().data_ptr(), None)
+        for t in (theta, x1):  # the parameters, and the data x1 is a view of, exist before the forward
+            storages.pop(t.untyped_storage().data_ptr(), None)
         return sum(storages.values())
 
     def per_sample_grads(self, theta, x, y, chunk: int = 512) -> torch.Tensor:
