@@ -56,6 +56,29 @@ cpucache.release(); print(s()["cached"])                          # 0
     assert out.split("\n")[:-1] == ["40 0 1", "True 0 0 1", "80 2", "100", "100 100", "100", "True", "0"]
 
 
+@needs_compiler
+def test_cached_blocks_go_back_before_a_new_block_when_the_system_is_short_of_memory():
+    """Linux overcommits, so a fresh block does not fail when memory runs out (the OOM killer strikes): the cache
+    frees what it holds first, least recently freed first, until the block and 512 MB of headroom are there."""
+    out = _python("""
+import torch
+from stabkit.engine import cpucache
+MB = 1 << 20
+assert cpucache.install()
+s = lambda: cpucache.stats()["cached"] // MB
+a, b, c = (torch.empty(n * MB // 4) for n in (40, 50, 60)); del a, b, c
+print(s())                                                        # 150
+cpucache.assume_available(560 * MB)                               # 64 + 512 wanted, 560 there: free >= 16 MB
+d = torch.empty(64 * MB // 4); print(s())                         # the 40 MB block went: 110
+cpucache.assume_available(10 ** 12); del d                        # plenty again: blocks are kept
+e = torch.empty(70 * MB // 4); print(s())                         # 174
+cpucache.assume_available(0)
+f = torch.empty(80 * MB // 4); print(s())                         # nothing available: everything goes, 0
+cpucache.assume_available(None)
+""", STABKIT_CPU_CACHE_MB="1000")
+    assert out.split("\n")[:-1] == ["150", "110", "174", "0"]
+
+
 RUN = """
 import torch
 from stabkit import RunConfig
