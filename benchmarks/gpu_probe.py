@@ -92,9 +92,9 @@ def step_inputs(run) -> tuple:
     R, s = eng.R, eng.s
     P = R * 2 * s
     theta = eng.x[:, :, None].expand(R, 2, s, model.d).reshape(P, model.d).clone()
-    rows = torch.arange(P, device=theta.device) % eng.data.x.shape[0]
-    pos = torch.randint(0, eng.data.x.shape[1], (P, run.cfg.batch_size), device=theta.device)
-    return theta, eng.data.x[rows[:, None], pos], eng.data.y[rows[:, None], pos]
+    rows = torch.arange(P, device=theta.device) % eng.data.num_rows
+    pos = (torch.rand(P, run.cfg.batch_size, device=theta.device) * eng.data.n[rows][:, None]).long()
+    return (theta, *eng.data.gather(rows, pos))
 
 
 @contextmanager
@@ -185,7 +185,7 @@ def probe(name: str, cfg, task, peak: float, reps: int, thresholds: list = (), s
         busy_eager, wall_eager, _ = kernel_share(step)
     busy, wall, top = kernel_share(step)
     c = run.cfg
-    fps = run.model.flops_per_sample(run.data.x[0, :1], run.data.y[0, :1])
+    fps = run.model.flops_per_sample(run.data.x[:1], run.data.y[:1])
     flops = 2 * c.pairs * c.sampled_clients * c.local_steps * c.batch_size * fps
     res = {"workload": name, "pairs": c.pairs, "clients": c.sampled_clients, "K": c.local_steps,
            "B": c.batch_size, "d": run.model.d, "round_s": round_s, "eager_round_s": eager_round_s,

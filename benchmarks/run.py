@@ -143,7 +143,7 @@ def measure(name: str, scale: float, reps: int, device: str, thread_counts: tupl
     runs = {R: Stepper(PairedRun(w.config(R), task=task)) for R in w.pairs}
     cfg = w.config(1)
     any_run = next(iter(runs.values())).run
-    fps = any_run.model.flops_per_sample(any_run.data.x[0, :1], any_run.data.y[0, :1])
+    fps = any_run.model.flops_per_sample(any_run.data.x[:1], any_run.data.y[:1])
     contestants = {(f"stabkit_{R}", n): (_at_threads(n, s, s.step_and_eval if w.evaluate else s.step), s)
                    for n in thread_counts for R, s in runs.items()}
     if w.baseline:

@@ -121,8 +121,7 @@ def test_client_objective_is_the_clients_own_loss():
     run = mlp_run()
     obj = client_objective(run.model, run.data, [1, 2])
     theta = run.engine.x[0, :1].expand(2, -1)
-    own = [run.model.losses(theta[:1], run.data.x[i, : run.data.n[i]], run.data.y[i, : run.data.n[i]])[0].mean()
-           for i in (1, 2)]
+    own = [run.model.losses(theta[:1], *run.data.row(i))[0].mean() for i in (1, 2)]
     np.testing.assert_allclose(obj.loss(theta).numpy(), [float(o) for o in own], rtol=1e-12)
 
 

@@ -75,7 +75,7 @@ def test_sample_mode_hit_is_the_replaced_index_being_drawn():
             assert rec.hit[r] == expected
     # the replaced sample really differs, and only there
     r0, i0, j0 = 0, nb.perturbed_client[0], nb.perturbed_position[0]
-    original, copy_row = run.data.x[i0], run.data.x[nb.perturbed_row[r0]]
+    original, copy_row = run.data.row(i0)[0], run.data.row(nb.perturbed_row[r0])[0]
     differs = (original != copy_row).flatten(1).any(1)
     assert differs.nonzero().flatten().tolist() == [j0]
 
@@ -111,7 +111,8 @@ def test_batched_engine_equals_a_plain_loop_over_clients():
                     for k in range(cfg.local_steps):
                         batch = torch.as_tensor(idx[r, j, slot, k])
                         opt.zero_grad()
-                        loss = torch.nn.functional.cross_entropy(model(data.x[row, batch]), data.y[row, batch])
+                        xr, yr = data.row(row)
+                        loss = torch.nn.functional.cross_entropy(model(xr[batch]), yr[batch])
                         loss.backward()
                         opt.step()
                     states.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach())

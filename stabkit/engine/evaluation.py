@@ -75,7 +75,7 @@ class Evaluator:
         self.threads = None  # intra-op threads of large ops (None: torch's), set by the run
         evaluated = R * 2 * len(owner) if self.own is None else \
             R * 2 * len(self.own.shared[2]) + self.own.mask.numel()
-        self.flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * evaluated
+        self.flops = model.flops_per_sample(data.x[:1], data.y[:1]) * evaluated
 
     @functools.cached_property
     def train_w(self) -> torch.Tensor:

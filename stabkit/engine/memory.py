@@ -5,8 +5,8 @@ million-class output layer) get the process killed by the kernel after minutes. 
 lower bound made of the allocations that scale with the options (so a refusal is never a false alarm):
 
 * data: the generated task's arrays (``stabkit.tasks.estimated_data_bytes``, checked before building
-  it), then the engine's copies of a built task (padded per-client store, flat evaluation views, val and
-  test splits);
+  it), then the engine's copies of a built task (one flat store of the training rows, which evaluation
+  reads too, val and test splits);
 * models: ``R x 2`` global models, the algorithm's server state, its per-client state (one row per
   physical client), and about six ``[R, 2, s, d]`` client tensors per local step (models, gradients,
   start points, uploads);
@@ -66,7 +66,8 @@ def run_bytes(cfg, task, d: int, algo, itemsize: int) -> tuple[float, str]:
     numel = math.prod(task.input_shape)
     xsize = 8 if np.issubdtype(task.train_x[0].dtype, np.integer) else itemsize
     n_val = sum(len(y) for y in task.val_y)
-    data = (rows * int(sizes.max()) + int(sizes.sum()) + n_val + len(task.test_y)) * (numel * xsize + 8)
+    extra = R * int(sizes.min()) if cfg.perturb == "sample" else 0  # a neighbour row per pair (a lower bound)
+    data = (int(sizes.sum()) + extra + n_val + len(task.test_y)) * (numel * xsize + 8)
     state = R * 2 * d * itemsize * (1 + len(algo.server_state) + len(algo.client_state) * rows
                                     + CLIENT_TENSORS * s)
     batch = int(sizes.max()) if cfg.batch_size == "full" else cfg.batch_size

@@ -103,7 +103,7 @@ class PairedEngine:
         self.grad_evals = 0
         self.full_batch = cfg.batch_size == "full"
         batch = int(data.n_np.max()) if self.full_batch else cfg.batch_size
-        self.step_flops = model.flops_per_sample(data.x[0, :1], data.y[0, :1]) * R * 2 * self.s * batch
+        self.step_flops = model.flops_per_sample(data.x[:1], data.y[:1]) * R * 2 * self.s * batch
 
     def round_rows(self, t: int) -> tuple:
         """Logical sample S_t ``[R, s]`` and the physical rows ``[R, 2, s]`` each trajectory trains on."""
@@ -171,12 +171,13 @@ class PairedEngine:
             if not cache:
                 n = data.n[rows_t]
                 full_idx = torch.arange(int(n.max()), device=idx.device).expand(R, 2, s, -1)
-                cache["batch"] = (*data.gather(rows_t, full_idx), (full_idx < n[..., None]).to(self.x.dtype))
+                own = torch.minimum(full_idx, n[..., None] - 1)  # a smaller client's padding repeats its last sample
+                cache["batch"] = (*data.gather(rows_t, own), (full_idx < n[..., None]).to(self.x.dtype))
             return batched(z, *cache["batch"])
 
         if self.full_batch:
             return (lambda k: full), full
-        if idx.numel() * data.x[0, 0].numel() * data.x.element_size() <= PREFETCH_BYTES:
+        if idx.numel() * data.x[0].numel() * data.x.element_size() <= PREFETCH_BYTES:
             # all K steps' minibatches in one gather, step-major so each step's slice is contiguous
             K = idx.shape[3]
             xs, ys = data.gather(rows_t.expand(K, R, 2, s), idx.movedim(3, 0))
