@@ -1,9 +1,10 @@
 """Task: a federated data set (per-client arrays), a test split, held-out clients and a model.
 
 A task is built once from plain numpy arrays and is shared by both trajectories of every pair; the
-engine (``stabkit.engine.data``) turns it into one flat store with per-client offsets. Client lists hold the ``num_train_clients``
-training clients first, then the held-out clients (never in the training population: they supply the
-replacement clients of client perturbation and the unparticipating-client risk R_u).
+engine (``stabkit.engine.data``) turns it into one flat store with per-client offsets. Client lists hold
+the ``num_train_clients`` training clients first, then the held-out clients (never in the training
+population: they supply the replacement clients of client perturbation and the unparticipating-client risk
+R_u).
 
 ``Task`` is public API: users build one from their own arrays and pass it to ``PairedRun(cfg, task=...)``
 / ``run_pair(..., task=...)``, or install a builder ``build(opts: TaskOptions) -> Task`` as a plug-in
