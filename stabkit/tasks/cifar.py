@@ -60,7 +60,7 @@ def _builder(task: str):
         root = data_dir(opts, task)
         x, y = read_split(root, task, v["train"])
         tx, ty = read_split(root, task, v["test"])
-        x, tx = (standardise(a / np.float32(255), v["mean"], v["std"]) for a in (x, tx))
+        x, tx = (standardise(a, v["mean"], v["std"], divide=255) for a in (x, tx))
         return partitioned_task(task, x, y, np.arange(len(y)), (tx, ty), opts, rng, num_classes=v["classes"],
                                 default_model="fedavg_cnn", source=f"{task.upper()} from {root}")
 
