@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.run import gemm_peak, machine, sync  # noqa: E402
+from benchmarks.run import gemm_peak, gradient_inputs, machine, sync  # noqa: E402
 from benchmarks.workloads import workloads  # noqa: E402
 from stabkit.config.presets import preset_values  # noqa: E402
 from stabkit.config.runconfig import RunConfig  # noqa: E402
@@ -103,11 +103,7 @@ def w5_case(reps: int, peak: float) -> dict:
         if eng.x.device.type == "cpu":
             peak = max(peak, gemm_peak("cpu"))
     # the gradient alone (the engine's update of the [R, 2, s, d] state is the rest of a local step)
-    P, B = 2 * run.cfg.pairs * run.cfg.sampled_clients, run.cfg.batch_size
-    theta = eng.x[:, :, None].expand(-1, -1, run.cfg.sampled_clients, -1).reshape(P, -1).contiguous()
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn((P, B, *run.task.input_shape), generator=gen)
-    y = torch.randint(0, run.task.num_classes, (P, B), generator=gen)
+    theta, x, y = gradient_inputs(run)
     grad_times = {k: [] for k in paths}
     for rep in range(reps + 1):
         for k, path in paths.items():

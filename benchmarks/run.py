@@ -10,8 +10,8 @@ honest anchor: a per-client loop is often fastest on one thread). stabkit's engi
 as its cap (its policy keeps tiny ops on one thread, ``stabkit.engine.threads``). The fp32 GEMM peak is
 measured at each thread count in the same process, before the first repetition and after every one, and
 each row's %peak is against the best of them at its own thread count (the VM's vCPUs change speed from minute
-to minute: single probes in one run ranged 85-145 GFLOP/s, so one early probe could halve or double a %peak). FLOPs are counted analytically from the op shapes
-(``FlatModel.flops_per_sample``). Under each workload, the gradient alone: one minibatch gradient of all the
+to minute: single probes in one run ranged 85-145 GFLOP/s, so one early probe could halve or double a
+%peak). FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Under each workload, the gradient alone: one minibatch gradient of all the
 largest pair count's client models on random inputs, as % of the peak -- the ceiling of the round's %peak with
 these kernels (the engine's own work, sampling, the update, averaging, comes on top). Prints a table and
 writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
@@ -204,20 +204,27 @@ def measure(name: str, scale: float, reps: int, device: str, thread_counts: tupl
     return result
 
 
-def gradient_alone(run: PairedRun, fps: float, reps: int, threads: int, peak: float) -> dict:
-    """One minibatch gradient of all the round's client models (``2 R s`` models x B random inputs of the
-    task's shape) at ``threads`` threads, median of ``reps``: the ceiling of the round's %peak with these kernels
-    -- an engine costing nothing besides its gradients would run K of these per round."""
+def gradient_inputs(run: PairedRun) -> tuple:
+    """``(theta, x, y)`` of one local step's gradient of all the round's client models: ``2 R s`` models at the
+    global model, B random inputs of the task's shape each (seeded)."""
     cfg, x0 = run.cfg, run.engine.x
     P = 2 * cfg.pairs * cfg.sampled_clients
     theta = x0[:, :, None].expand(-1, -1, cfg.sampled_clients, -1).reshape(P, -1).contiguous()
     gen = torch.Generator().manual_seed(0)
     x = torch.randn((P, cfg.batch_size, *run.task.input_shape), generator=gen).to(x0)
     y = torch.randint(0, run.task.num_classes, (P, cfg.batch_size), generator=gen).to(x0.device)
+    return theta, x, y
+
+
+def gradient_alone(run: PairedRun, fps: float, reps: int, threads: int, peak: float) -> dict:
+    """One minibatch gradient of all the round's client models (:func:`gradient_inputs`) at ``threads``
+    threads, median of ``reps``: the ceiling of the round's %peak with these kernels -- an engine costing
+    nothing besides its gradients would run K of these per round."""
+    theta, x, y = gradient_inputs(run)
     with _threads(threads):
         run.model.grads(theta, x, y)  # warm-up
         seconds = float(np.median([timed(lambda: run.model.grads(theta, x, y), 1) for _ in range(max(3, reps))]))
-    gflops = fps * P * cfg.batch_size / seconds / 1e9
+    gflops = fps * x.shape[0] * x.shape[1] / seconds / 1e9
     return {"s": seconds, "gflops": gflops, "peak_fraction": gflops / peak}
 
 

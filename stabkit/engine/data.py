@@ -51,7 +51,7 @@ class FederatedData:
 
     def row(self, i: int) -> tuple:
         """Row i's training samples ``(x [n_i, ...], y [n_i])`` (views of the store)."""
-        a, n = int(self.offsets[i]), int(self.n_np[i])
+        a, n = int(self.n_np[:i].sum()), int(self.n_np[i])
         return self.x[a:a + n], self.y[a:a + n]
 
     def gather(self, rows: torch.Tensor, idx: torch.Tensor):

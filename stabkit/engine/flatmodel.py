@@ -180,7 +180,7 @@ class FlatModel:
             storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
             return t
 
-        y1 = torch.zeros(1, dtype=torch.long if self.kind != "regression" else x1.dtype, device=x1.device)
+        y1 = torch.zeros(1, dtype=torch.long if self.kind != "regression" else theta.dtype, device=x1.device)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             self._batch_loss(theta, x1, y1)
         for t in (theta, x1):  # the parameters, and the data x1 is a view of, exist before the forward

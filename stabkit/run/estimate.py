@@ -27,6 +27,7 @@ LEAF_SAMPLES = (2000, 400)
 # Tiny ImageNet: classes, training JPEGs per class, validation JPEGs (the published 100,000 + 10,000; ~1 min to
 # write here, and the loader decodes them as it decodes the real ones)
 TINYIMAGENET = (200, 500, 10_000)
+FIXTURE_TASKS = (*REAL_SIZES, "shakespeare", "tinyimagenet")  # the tasks _write_fixture writes
 
 
 @dataclass
@@ -150,7 +151,7 @@ def with_fixture_data(cfg, folder: Path):
     try:
         return cfg, build_checked_task(cfg), None
     except ConfigError:
-        if cfg.task not in (*REAL_SIZES, "shakespeare", "tinyimagenet"):
+        if cfg.task not in FIXTURE_TASKS:
             raise
     size = _write_fixture(cfg, folder)
     where = f"under {cfg.task_options.data_dir}" if cfg.task_options.data_dir else "(no --data-dir)"
