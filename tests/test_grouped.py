@@ -41,7 +41,20 @@ class OnePixel(nn.Module):
         return self.head(torch.flatten(self.body(x), 1))
 
 
-MODELS = {"residual": (Residual, (2, 4, 4)), "one_pixel": (OnePixel, (2, 1, 1))}
+class Twice(nn.Module):
+    """One convolution called twice (its gradient is the sum of both uses) and a layer never called (zeros)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.unused = nn.Linear(3, 3)
+        self.head = nn.Linear(2 * 3 * 3, 3)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.conv(self.conv(x).relu()), 1))
+
+
+MODELS = {"residual": (Residual, (2, 4, 4)), "one_pixel": (OnePixel, (2, 1, 1)), "twice": (Twice, (2, 3, 3))}
 
 
 def _outputs(m: FlatModel, th, x, y, w, ws):
@@ -52,7 +65,7 @@ def _outputs(m: FlatModel, th, x, y, w, ws):
     return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
 
 
-@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm", "one_pixel"])
+@pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm", "one_pixel", "twice"])
 def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
     if name == "residual_bmm":  # every convolution (biases included) as im2col + bmm
         monkeypatch.setitem(stabkit.engine.grouped.SMALL_MAP, "cpu", 10 ** 9)
@@ -77,6 +90,22 @@ def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
         assert (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))
     for a, b in zip(fast_exact, ref_exact):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["resnet18_gn", "one_pixel"])
+def test_models_sharing_their_parameters_give_the_gradients_of_their_copies(name):
+    """theta ``[Q, s, d]`` broadcast over s (a round's first local step: every client at x_t) gives the same
+    gradients, bit for bit, as the s copies written out ``[Q * s, d]``."""
+    torch.manual_seed(2)
+    module, shape = (ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)) if name == "resnet18_gn" else \
+        (OnePixel(), (2, 1, 1))
+    m = FlatModel(module, "classification", torch.float32, torch.device("cpu"))
+    Q, s, B = 2, 3, 4
+    shared = (m.flatten() + 0.1 * torch.randn(Q, m.d))[:, None].expand(Q, s, m.d)
+    x, y = torch.randn(Q * s, B, *shape), torch.randint(0, 3, (Q * s, B))
+    g = m.grads(shared, x, y)
+    assert g.shape == (Q * s, m.d) and g[0].abs().max() > 0 and not torch.equal(g[0], g[1])
+    assert torch.equal(g, m.grads(shared.reshape(Q * s, m.d), x, y))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

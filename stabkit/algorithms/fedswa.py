@@ -186,7 +186,7 @@ class FedMoSWA(SWAServer):
         if self._grad_init(ctx):
             c = full_gradient_at_x(ctx)
             m = c.mean(dim=2)
-        return ctx.x_clients.clone(), self.refresh.before(self, ctx, {"c": c, "m": m})
+        return ctx.x_clients, self.refresh.before(self, ctx, {"c": c, "m": m})
 
     def client_step(self, ctx, step, y, local, g):
         return descend(y, step.lr, g - local["c"] + on_clients(local["m"])), local

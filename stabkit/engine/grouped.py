@@ -21,6 +21,7 @@ Shapes as in seqgrad: parameters ``theta [P, d]`` (flat, ``named_parameters`` or
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from typing import Optional
@@ -58,20 +59,125 @@ def _to_grouped(h, form, P):
 SMALL_MAP = {"cpu": 4, "cuda": 256}
 
 
-def _conv(m: nn.Conv2d, params, h, form, P):
+class _Plain:
+    """A parameter as its slice of ``theta``, ``[P, n]`` (a view, no copy; a copy where models share their
+    parameters); its gradient is copied into the flat gradient in whatever layout it arrives."""
+
+    def make(self, part):
+        return part.flatten(0, 1)
+
+    def write(self, out, g):
+        out.copy_(g)
+
+
+_PLAIN = _Plain()
+
+
+class _ConvWeight:
+    """A grouped convolution's filters ``[P*O, C, kh, kw]`` in the convolution's memory format, made in one copy
+    (a reshape, then a second copy into channels-last, before), and their gradient written back in one."""
+
+    def __init__(self, m: nn.Conv2d, fmt):
+        self.shape, self.fmt = (m.out_channels, *m.weight.shape[1:]), fmt
+
+    def make(self, part):
+        Q, s = part.shape[:2]
+        w = torch.empty(Q * s * self.shape[0], *self.shape[1:], dtype=part.dtype, device=part.device,
+                        memory_format=self.fmt)
+        w.view(Q, s, *self.shape).copy_(part.view(Q, s, *self.shape))
+        return w
+
+    def write(self, out, g):
+        out.view(out.shape[0], *self.shape).copy_(g.unflatten(0, (out.shape[0], self.shape[0])))
+
+
+class _Tap:
+    """Column ``tap`` of a convolution's filters ``[P, O*C, kh*kw]``, as ``[P, O*C]`` (:func:`_centre_tap`): the
+    only weights the output depends on. Their gradient goes back into the tap's column and zeros into the other
+    taps' (an autograd select and the flat gradient's cat wrote that block twice more)."""
+
+    def __init__(self, tap: int, taps: int):
+        self.tap, self.taps = tap, taps
+
+    def make(self, part):
+        return part.unflatten(-1, (-1, self.taps))[..., self.tap].flatten(0, 1).contiguous()
+
+    def write(self, out, g):
+        block = out.unflatten(1, (-1, self.taps))
+        block.zero_()
+        block[..., self.tap] = g
+
+
+class _Params:
+    """The P models' parameters ``theta [P, d]`` as the layers compute with them, each taken as a leaf of its own
+    in its layer's layout (:class:`_Plain`, :class:`_ConvWeight`, :class:`_Tap`), and their gradients assembled
+    into one flat ``[P, d]`` in one write per parameter. (Differentiating a ``torch.split`` of theta instead
+    assembles it with a cat after the layers' own layout copies: on W5 the cat alone took 119 ms of a 1.3 s
+    gradient.)
+
+    ``theta`` may also be ``[Q, s, d]``, Q models each used by s consecutive models of the P = Q * s, typically
+    a broadcast view (stride 0 over s): a round's first local step, where every client starts from x_t. Each
+    layer then reads its parameters from the Q models into the layout it needs (a copy most of them take
+    anyway), instead of P copies of x_t being written first."""
+
+    def __init__(self, theta: torch.Tensor, numels: list):
+        self.theta = theta.detach() if theta.dim() == 3 else theta.detach()[:, None]  # [Q, s, d]
+        self.shape = (self.theta.shape[0] * self.theta.shape[1], self.theta.shape[2])  # [P, d]
+        self.bounds = [0, *itertools.accumulate(numels)]
+        self.taken = []  # (parameter index, layout, leaf)
+
+    def take(self, i: int, layout=_PLAIN) -> torch.Tensor:
+        part = self.theta[..., self.bounds[i]:self.bounds[i + 1]]
+        leaf = layout.make(part).detach().requires_grad_(True)
+        self.taken.append((i, layout, leaf))
+        return leaf
+
+    @property
+    def leaves(self) -> list:
+        return [leaf for _, _, leaf in self.taken]
+
+    def like(self, v: torch.Tensor) -> list:
+        """Another ``[P, d]`` (a direction) cut into the taken parameters' layouts, in the leaves' order."""
+        return [layout.make(v[:, None, self.bounds[i]:self.bounds[i + 1]]) for i, layout, _ in self.taken]
+
+    def gradient(self, loss: torch.Tensor) -> torch.Tensor:
+        """d loss / d theta ``[P, d]``."""
+        return self.flat(torch.autograd.grad(loss, self.leaves, allow_unused=True))
+
+    @torch.no_grad()
+    def flat(self, grads) -> torch.Tensor:
+        """The leaves' gradients (or any tensors shaped like the leaves) as one ``[P, d]``; a parameter taken
+        twice (a module called twice) gets the sum, one never used zeros."""
+        out = self.theta.new_empty(self.shape)
+        done = set()
+        for (i, layout, leaf), g in zip(self.taken, grads):
+            part = out[:, self.bounds[i]:self.bounds[i + 1]]
+            g = torch.zeros_like(leaf) if g is None else g
+            if i in done:
+                more = torch.empty_like(part)
+                layout.write(more, g)
+                part.add_(more)
+            else:
+                layout.write(part, g)
+                done.add(i)
+        for i in set(range(len(self.bounds) - 1)) - done:
+            out[:, self.bounds[i]:self.bounds[i + 1]].zero_()
+        return out
+
+
+def _conv(m: nn.Conv2d, take, h, form, P):
     if form != "shared":
         h = _to_grouped(h, form, P)
         tap = _centre_tap(m, h)
         if tap is not None:
-            return _conv_point(m, params, h, P, tap), "grouped"
+            return _conv_point(m, take, h, P, tap), "grouped"
         if math.prod(_out_size(m, h)) <= SMALL_MAP.get(h.device.type, 4):
-            return _conv_bmm(m, params, h, P), "grouped"
-    w = params[0].reshape(P * m.out_channels, *m.weight.shape[1:])
-    b = params[1].reshape(P * m.out_channels) if m.bias is not None else None
-    groups = 1 if form == "shared" else P
+            return _conv_bmm(m, take, h, P), "grouped"
     fmt = conv_format(h.device)
-    y = F.conv2d(h.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt), b, m.stride, m.padding,
-                 m.dilation, groups)
+    w = take(0, _ConvWeight(m, fmt))
+    b = take(1).reshape(P * m.out_channels) if m.bias is not None else None
+    groups = 1 if form == "shared" else P
+    y = F.conv2d(h.contiguous(memory_format=fmt), w, b, m.stride, m.padding, m.dilation, groups)
     return y, "grouped"
 
 
@@ -81,7 +187,7 @@ def _out_size(m: nn.Conv2d, h) -> list:
             zip(h.shape[-2:], m.kernel_size, m.stride, m.padding, m.dilation)]
 
 
-def _conv_bmm(m: nn.Conv2d, params, h, P):
+def _conv_bmm(m: nn.Conv2d, take, h, P):
     """A grouped convolution on small maps (ResNet's last stages at CIFAR size: 2x2 and 1x1) as im2col and
     one batched matmul per model: oneDNN's grouped kernels ran these at 1-3 GFLOP/s on one core, the
     bmm at 5-14 (fp32, forward + backward, 16 models x 16 images). Same sums, in another order."""
@@ -90,9 +196,9 @@ def _conv_bmm(m: nn.Conv2d, params, h, P):
     cols = F.unfold(h, m.kernel_size, m.dilation, m.padding, m.stride)  # [B, P*C*k*k, L]
     cols = cols.view(B, P, taps, Ho * Wo).permute(1, 2, 0, 3).reshape(P, taps, B * Ho * Wo)
     # weights [P, O, taps] read in place (batch stride d) and their gradient made in that layout: no copies
-    y = torch.bmm(params[0].view(P, O, taps), cols)  # [P, O, B*L]
+    y = torch.bmm(take(0).view(P, O, taps), cols)  # [P, O, B*L]
     if m.bias is not None:
-        y = y + params[1][:, :, None]
+        y = y + take(1)[:, :, None]
     return y.view(P, O, B, Ho * Wo).permute(2, 0, 1, 3).reshape(B, P * O, Ho, Wo)
 
 
@@ -107,59 +213,42 @@ def _centre_tap(m: nn.Conv2d, h) -> Optional[int]:
     return ph * kw + pw
 
 
-class _Tap(torch.autograd.Function):
-    """Column ``tap`` of ``w [P, n, k]`` as a new ``[P, n, 1]`` tensor. Its gradient goes back as a product
-    with the one-hot row of the tap, one pass writing ``[P, n, k]``; autograd's select backward (zeros, then a
-    strided copy) made the convolution below no faster than im2col + bmm. The backward is itself
-    differentiable, so Hessian-vector products run through it."""
-
-    @staticmethod
-    def forward(ctx, w, tap):
-        row = torch.zeros(1, w.shape[-1], dtype=w.dtype, device=w.device)
-        row[0, tap] = 1
-        ctx.save_for_backward(row)
-        return w[..., tap:tap + 1].contiguous()
-
-    @staticmethod
-    def backward(ctx, g):
-        (row,) = ctx.saved_tensors
-        return g @ row, None
-
-
-def _conv_point(m: nn.Conv2d, params, h, P, tap):
+def _conv_point(m: nn.Conv2d, take, h, P, tap):
     """A convolution of a 1x1 map to a 1x1 map (:func:`_centre_tap`) as one batched matmul over the models with
-    the tap that sees the input: ResNet-18-GN's 512-channel 3x3 convolutions there took 47-51 ms instead of
-    82-86 ms as im2col + bmm, forward and backward (16 models x 16 images, one thread), and its gradient
-    (W5's shape) 0.95-1.0 s instead of 1.03-1.09 s. Same sums without the padding's zero terms. (The stride-2
-    convolution of 2x2 maps to 1x1, four taps, was slower this way: 58 ms against 45 ms.)"""
+    the tap that sees the input (:class:`_Tap`): ResNet-18-GN's 512-channel 3x3 convolutions there took 47-51 ms
+    instead of 82-86 ms as im2col + bmm, forward and backward (16 models x 16 images, one thread), and its
+    gradient (W5's shape) 0.95-1.0 s instead of 1.03-1.09 s. Same sums without the padding's zero terms. (The
+    stride-2 convolution of 2x2 maps to 1x1, four taps, was slower this way: 58 ms against 45 ms.) The product is
+    ``k [P, O, C] @ x [P, C, B]``, so the weight's gradient comes out of its matmul in the weight's own layout
+    (``x @ k^T`` gave it transposed: a [P, C, O] copy per convolution, 22 ms of W5's gradient each)."""
     B, O, C = h.shape[0], m.out_channels, m.in_channels
-    k = _Tap.apply(params[0].view(P, O * C, -1), tap).view(P, O, C)
-    x = h.reshape(B, P, C).transpose(0, 1)  # [P, B, C]
-    y = torch.bmm(x, k.transpose(1, 2)) if m.bias is None else torch.baddbmm(params[1][:, None], x, k.transpose(1, 2))
-    return y.transpose(0, 1).reshape(B, P * O, 1, 1)
+    k = take(0, _Tap(tap, m.weight[0, 0].numel())).view(P, O, C)
+    x = h.reshape(B, P, C).permute(1, 2, 0)  # [P, C, B]
+    y = torch.bmm(k, x) if m.bias is None else torch.baddbmm(take(1)[:, :, None], k, x)  # [P, O, B]
+    return y.permute(2, 0, 1).reshape(B, P * O, 1, 1)
 
 
-def _group_norm(m: nn.GroupNorm, params, h, form, P):
+def _group_norm(m: nn.GroupNorm, take, h, form, P):
     h = _to_grouped(h, form, P)
-    return F.group_norm(h, P * m.num_groups, params[0].reshape(-1), params[1].reshape(-1), m.eps), "grouped"
+    return F.group_norm(h, P * m.num_groups, take(0).reshape(-1), take(1).reshape(-1), m.eps), "grouped"
 
 
-def _linear(m: nn.Linear, params, h, form, P):
-    w = params[0].view(P, m.out_features, m.in_features)
+def _linear(m: nn.Linear, take, h, form, P):
+    w = take(0).view(P, m.out_features, m.in_features)
     if form == "grouped":
         h = _to_models(h, form, P)
     y = torch.matmul(h, w.transpose(1, 2))  # a shared [N, in] broadcasts over the models
-    return (y if m.bias is None else y + params[1][:, None]), "models"
+    return (y if m.bias is None else y + take(1)[:, None]), "models"
 
 
-def _max_pool(m: nn.MaxPool2d, params, h, form, P):
+def _max_pool(m: nn.MaxPool2d, take, h, form, P):
     lead = h.shape[:2] if form == "models" else None
     y = F.max_pool2d(h if lead is None else h.flatten(0, 1), m.kernel_size, m.stride, m.padding, m.dilation,
                      m.ceil_mode)
     return (y if lead is None else y.unflatten(0, lead)), form
 
 
-def _avg_pool(m, params, h, form, P):
+def _avg_pool(m, take, h, form, P):
     return h.mean((-2, -1), keepdim=True), form
 
 
@@ -169,11 +258,11 @@ def _flatten(h, form, P, start=1):
     return h.flatten(start + (form == "models")), form
 
 
-def _flatten_module(m: nn.Flatten, params, h, form, P):
+def _flatten_module(m: nn.Flatten, take, h, form, P):
     return _flatten(h, form, P)
 
 
-def _relu_module(m, params, h, form, P):
+def _relu_module(m, take, h, form, P):
     return torch.relu(h), form
 
 
@@ -232,16 +321,15 @@ class GroupedModel:
             elif node.op == "output":
                 self.output = node.args[0].name
 
-    def forward(self, theta: torch.Tensor, x: torch.Tensor, batched: bool) -> torch.Tensor:
-        """Output ``[P, B|N, out]`` of models ``theta [P, d]`` on ``x [P, B, ...]`` (batched) or ``[N, ...]``."""
-        P = theta.shape[0]
-        params = torch.split(theta, self.numels, dim=1)  # one SplitBackward: the gradient is one cat
+    def forward(self, params: _Params, x: torch.Tensor, batched: bool) -> torch.Tensor:
+        """Output ``[P, B|N, out]`` of the models ``params`` holds on ``x [P, B, ...]`` (batched) or ``[N, ...]``."""
+        P = params.shape[0]
         env = {self.input: (x, "models" if batched else "shared")}
         for name, op, rule, args in self.steps:
             if op == "module":
                 rule, m, ids = rule
                 h, form = env[args[0].name]
-                env[name] = rule(m, [params[i] for i in ids], h, form, P)
+                env[name] = rule(m, lambda j, layout=_PLAIN, ids=ids: params.take(ids[j], layout), h, form, P)
             else:
                 env[name] = rule(env, args, P)
         out, form = env[self.output]
@@ -261,42 +349,47 @@ class GroupedModel:
         return torch.full(out.shape[:2], 1.0 / out.shape[1], dtype=out.dtype, device=out.device) if w is None \
             else w / w.sum(1, keepdim=True)
 
-    def _mean_loss(self, theta, x, y, w):
-        out = self.forward(theta, x, batched=True)
-        loss, _ = self._losses(out, y, metrics=False)
-        return (loss * self._weights(out, w)).sum()
-
     def grads(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
               w: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Gradient of the mean (or ``w``-weighted mean) minibatch loss, per model: ``[P, d]``."""
+        """Gradient of the mean (or ``w``-weighted mean) minibatch loss, per model: ``[P, d]``; ``theta`` is
+        ``[P, d]``, or ``[Q, s, d]`` where s consecutive models share their parameters (:class:`_Params`)."""
         with torch.enable_grad():
-            th = theta.detach().requires_grad_(True)
-            return torch.autograd.grad(self._mean_loss(th, x, y, w), th)[0]
+            params = _Params(theta, self.numels)
+            out = self.forward(params, x, batched=True)
+            loss, _ = self._losses(out, y, metrics=False)
+            return params.gradient((loss * self._weights(out, w)).sum())
 
     def evaluate(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
                  batched: bool = False):
         """Shared data x ``[N, ...]`` (or per model ``[Q, N, ...]`` with ``batched``): gradient of
         sum_n w[q, n] loss_n, per-sample losses, correctness."""
         with torch.enable_grad():
-            th = theta.detach().requires_grad_(True)
-            loss, correct = self._losses(self.forward(th, x, batched=batched), y, metrics=True)
-            g = torch.autograd.grad((loss * w).sum(), th)[0]
+            params = _Params(theta, self.numels)
+            loss, correct = self._losses(self.forward(params, x, batched=batched), y, metrics=True)
+            g = params.gradient((loss * w).sum())
         return g, loss.detach(), correct
 
     @torch.no_grad()
     def eval_losses(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
-        return self._losses(self.forward(theta, x, batched=False), y, metrics=True)
+        return self._losses(self.forward(_Params(theta, self.numels), x, batched=False), y, metrics=True)
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
             w: torch.Tensor) -> torch.Tensor:
         """Hessian-vector products ``[Q, d]`` of F_q = sum_n w[q, n] loss_n on shared data ``x [N, ...]``:
         a double backward through the grouped graph (the models are independent, so the Hessian of the sum
-        over models is block diagonal and one call gives every model's product)."""
+        over models is block diagonal and one call gives every model's product). Taken per layer (:class:`_Params`),
+        ``v`` in each parameter's layout: a weight's taps that the loss does not see have zero Hessian rows."""
         with torch.enable_grad():
-            th = theta.detach().requires_grad_(True)
-            loss, _ = self._losses(self.forward(th, x, batched=False), y, metrics=False)
-            g = torch.autograd.grad((loss * w).sum(), th, create_graph=True)[0]
-            return torch.autograd.grad(g, th, v)[0].detach()
+            params = _Params(theta, self.numels)
+            loss, _ = self._losses(self.forward(params, x, batched=False), y, metrics=False)
+            g = torch.autograd.grad((loss * w).sum(), params.leaves, create_graph=True, allow_unused=True)
+            used = [i for i, gi in enumerate(g) if gi is not None and gi.requires_grad]
+            hv = torch.autograd.grad([g[i] for i in used], [params.leaves[i] for i in used],
+                                     [params.like(v)[i] for i in used], allow_unused=True)
+            full = [None] * len(g)
+            for i, h in zip(used, hv):
+                full[i] = h
+            return params.flat(full)
 
 
 def _relu_call(env, args, P):

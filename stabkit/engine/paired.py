@@ -160,8 +160,9 @@ class PairedEngine:
         model, data = self.model, self.data
 
         def batched(z, xb, yb, w):
-            g = model.grads(z.reshape(-1, d), xb.flatten(0, 2), yb.flatten(0, 2),
-                            None if w is None else w.flatten(0, 2))
+            # clients that share their model (x_t broadcast, at the first local step) go as [R*2, s, d]
+            theta = z.flatten(0, 1) if s > 1 and z.stride(2) == 0 else z.reshape(-1, d)
+            g = model.grads(theta, xb.flatten(0, 2), yb.flatten(0, 2), None if w is None else w.flatten(0, 2))
             self.grad_evals += 1
             return g.reshape(R, 2, s, d)
 
