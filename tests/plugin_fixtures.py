@@ -78,6 +78,15 @@ def missing_hp_bound(st):
     return plain_bound(st) if st.hp["beta"] else []
 
 
+class InPlaceStep(Algorithm):
+    """FedAvg with its local step written in place, as a user may write it (into the ``y`` the default
+    ``client_init`` starts from)."""
+    name = "in_place_step"
+
+    def client_step(self, ctx, step, y, local, g):
+        return y.add_(g, alpha=-step.lr), local
+
+
 # Misbehaving plug-ins (tests/test_bad_inputs.py): each must be one line naming it and what is wrong.
 class InitRaises(Algorithm):
     name = "init_raises"

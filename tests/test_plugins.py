@@ -260,3 +260,15 @@ def test_bound_reading_a_hyperparameter_the_algorithm_lacks_says_so(tmp_path, ca
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert ("invalid bound='fedavg.missing_hp_bound' (tests.plugin_fixtures:missing_hp_bound): reads hyperparameter "
             "'beta', which fedavg does not have (its hyperparameters: none)") in err
+
+
+def test_a_plugin_stepping_in_place_runs_as_fedavg():
+    """The default ``client_init`` starts from x_t's broadcast view (no copies); a plug-in that updates ``y`` in
+    place gets a copy of its own and runs exactly as FedAvg (without it torch refuses the write)."""
+    cfg = RunConfig(rounds=3, pairs=2, local_steps=2)
+    runs = [PairedRun(cfg.replace(algo=a)) for a in ("fedavg", "tests.plugin_fixtures:InPlaceStep")]
+    for run in runs:
+        for _ in range(3):
+            run.step()
+    assert (runs[0].engine.discrepancy() > 0).all()
+    assert torch.equal(runs[0].engine.x, runs[1].engine.x)

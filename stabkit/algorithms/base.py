@@ -194,8 +194,9 @@ class Algorithm:
     def client_init(self, ctx: RoundContext):
         """``(y, local)``: the start of local training (x_t) and the initial local state (zeros per name).
         ``y`` is ``ctx.x_clients`` itself, the broadcast view, not s copies of x_t: the first local step's
-        gradient reads the shared model as it is (``FlatModel.grads``), and hooks return new tensors rather
-        than write into ``y`` (torch refuses in-place writes to a broadcast view)."""
+        gradient reads the shared model as it is (``FlatModel.grads``), and the built-in hooks return new
+        tensors rather than write into ``y`` (torch refuses in-place writes to a broadcast view; a plug-in gets a
+        copy, :class:`~stabkit.engine.contract.CheckedAlgorithm`)."""
         y = ctx.x_clients
         return y, {n: y.new_zeros(y.shape) for n in self.local_state}
 

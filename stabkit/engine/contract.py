@@ -77,7 +77,12 @@ class CheckedAlgorithm:
         return y, local
 
     def client_init(self, ctx):
-        return self._local("client_init", ctx, self._call("client_init", ctx))
+        y, local = self._local("client_init", ctx, self._call("client_init", ctx))
+        # the default start is x_t's broadcast view (no copies: the built-ins never write into y); a plug-in's
+        # hooks may update y in place, so a plug-in starts from its own copy, as every algorithm did before
+        if y.untyped_storage().data_ptr() == ctx.x.untyped_storage().data_ptr():
+            y = y.clone()
+        return y, local
 
     def grad_point(self, ctx, step, y, local):
         z = self._call("grad_point", ctx, step, y, local)
