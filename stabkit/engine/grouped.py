@@ -12,8 +12,10 @@ convolutions of the smallest maps as one batched matmul over the models (im2col 
 positions, the centre tap alone on 1x1 maps). The
 backward is autograd's, run once on that graph of large native kernels (their backward kernels are the
 hand-written ones seqgrad calls; writing them out again would only repeat them), so Hessian-vector
-products come from a double backward through the same graph (:meth:`GroupedModel.hvp`). Same numbers as
-``torch.func`` to floating-point rounding (tests, 1e-12 in float64).
+products come from a double backward through the same graph (:meth:`GroupedModel.hvp`). The parameters
+enter it as one leaf per layer, in the layout that layer computes with, and the flat ``[P, d]`` gradient is
+written once from those leaves' gradients (:class:`_Params`). Same numbers as ``torch.func`` to floating-point
+rounding (tests, 1e-12 in float64).
 
 :func:`compile_grouped` returns ``None`` for a module using anything else (the caller keeps ``torch.func``).
 Shapes as in seqgrad: parameters ``theta [P, d]`` (flat, ``named_parameters`` order), inputs per model
