@@ -11,9 +11,10 @@ as its cap (its policy keeps tiny ops on one thread, ``stabkit.engine.threads``)
 measured at each thread count in the same process, before the first repetition and after every one, and
 each row's %peak is against the best of them at its own thread count (the VM's vCPUs change speed from minute
 to minute: single probes in one run ranged 85-145 GFLOP/s, so one early probe could halve or double a
-%peak). FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Under each workload, the gradient alone: one minibatch gradient of all the
-largest pair count's client models on random inputs, as % of the peak -- the ceiling of the round's %peak with
-these kernels (the engine's own work, sampling, the update, averaging, comes on top). Prints a table and
+%peak). FLOPs are counted analytically from the op shapes (``FlatModel.flops_per_sample``). Under each
+workload, the gradient alone: one minibatch gradient of all the largest pair count's client models on random
+inputs, as % of the peak -- the ceiling of the round's %peak with these kernels (the engine's own work,
+sampling, the update, averaging, comes on top). Prints a table and
 writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
 """
 from __future__ import annotations

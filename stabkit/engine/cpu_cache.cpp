@@ -8,8 +8,9 @@
 // MemAvailable is below the block plus kHeadroom, cached blocks are freed first (Linux overcommits, so an
 // allocation does not fail when memory runs out: the OOM killer ends the process instead, with the cache's
 // blocks still held; a ResNet-18-GN run on Tiny ImageNet was killed so).
-// Smaller blocks go to c10's own alloc_cpu/free_cpu, as before (glibc's heap keeps those, alloc.py). Every DataPtr's context is its data pointer, so raw_allocate and
-// raw_deallocate work as with torch's default allocator.
+// Smaller blocks go to c10's own alloc_cpu/free_cpu, as before (glibc's heap keeps those, alloc.py). Every
+// DataPtr's context is its data pointer, so raw_allocate and raw_deallocate work as with torch's default
+// allocator.
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>

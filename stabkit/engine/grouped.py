@@ -384,14 +384,12 @@ class GroupedModel:
         with torch.enable_grad():
             params = _Params(theta, self.numels)
             loss, _ = self._losses(self.forward(params, x, batched=False), y, metrics=False)
-            g = torch.autograd.grad((loss * w).sum(), params.leaves, create_graph=True, allow_unused=True)
+            leaves, directions = params.leaves, params.like(v)
+            g = torch.autograd.grad((loss * w).sum(), leaves, create_graph=True, allow_unused=True)
             used = [i for i, gi in enumerate(g) if gi is not None and gi.requires_grad]
-            hv = torch.autograd.grad([g[i] for i in used], [params.leaves[i] for i in used],
-                                     [params.like(v)[i] for i in used], allow_unused=True)
-            full = [None] * len(g)
-            for i, h in zip(used, hv):
-                full[i] = h
-            return params.flat(full)
+            hv = dict(zip(used, torch.autograd.grad([g[i] for i in used], [leaves[i] for i in used],
+                                                    [directions[i] for i in used], allow_unused=True)))
+            return params.flat([hv.get(i) for i in range(len(g))])
 
 
 def _relu_call(env, args, P):

@@ -168,8 +168,8 @@ class PairedRun:
         self.engine.threads = self.evaluator.threads = self.threads
         self._full_evaluator = self.evaluator if cfg.eval_fraction >= 1 else None
         self.rows: list = []  # logged row groups (column dicts) not yet in metrics.csv (all, without a run directory)
-        self._flushed = time.perf_counter()  # when the logs were last flushed
         self.local_rows: list = []
+        self._flushed = time.perf_counter()  # when the logs were last flushed
         self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.t = 0  # rounds done
         self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
