@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stabkit-installed
+# the test tools and every optional extra, so that the whole suite runs (a user needs none of the extras)
+EXTRAS ?= test,flower,privacy,tensorboard,docs
 
 .PHONY: demo test figures clean recipes atlas
 
@@ -12,7 +14,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 DEMO := runs/demo

@@ -1,0 +1,23 @@
+"""Every optional extra refuses in one line naming its install command when its package is missing."""
+import sys
+
+import pytest
+
+from stabkit.errors import ConfigError
+from stabkit.extras import EXTRAS, require_extra
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_a_missing_extra_is_one_line_naming_its_install_command(extra, monkeypatch):
+    module = EXTRAS[extra][0]
+    monkeypatch.setitem(sys.modules, module, None)  # import of a None entry raises ImportError
+    with pytest.raises(ConfigError) as e:
+        require_extra(extra)
+    message = str(e.value)
+    assert "\n" not in message
+    assert f'pip install "stabkit[{extra}]"' in message and repr(module) in message
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_an_installed_extra_gives_its_module(extra):
+    assert require_extra(extra).__name__ == EXTRAS[extra][0]
