@@ -95,3 +95,25 @@ def cli(args, capsys):
         code = e.code or 0
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+# Two different computations of the same quantity (another memory layout, another batching of the models, a
+# chunked round) may run different CPU kernels: oneDNN and MKL pick theirs by ISA (AVX2, AVX-512, AMX) and by
+# the shapes and strides they are handed, and a kernel that sums in another order rounds differently. Such
+# results are equal to rounding, not bit for bit, and are compared with a tolerance in units of the dtype's
+# machine epsilon, relative to the larger of 1 and the reference's largest magnitude. One gradient of a deep
+# net differs by up to ~8 eps there (ResNet-18-GN on AVX-512, broadcast start against copies); 64 leaves room.
+# Training for a few rounds carries the difference through every step: ``ulps`` grows with the steps taken.
+ROUNDING_ULPS = 64
+
+
+def assert_equal_to_rounding(got, want, ulps: int = ROUNDING_ULPS, what: str = "") -> None:
+    """``got`` equals ``want`` up to ``ulps`` machine epsilons of their dtype, relative to max(1, |want|_max),
+    with NaNs in the same places (see the comment above for when a comparison takes this and not equality)."""
+    got, want = (np.asarray(v.detach().cpu() if hasattr(v, "detach") else v) for v in (got, want))
+    assert got.shape == want.shape, what
+    assert np.array_equal(np.isnan(got), np.isnan(want)), what
+    eps = np.finfo(want.dtype if want.dtype.kind == "f" else np.float64).eps
+    diff = np.abs(np.nan_to_num(got - want)).max(initial=0.0)
+    scale = max(1.0, float(np.abs(np.nan_to_num(want)).max(initial=0.0)))
+    assert diff <= ulps * eps * scale, f"{what}: differs by {diff:.3g} > {ulps} eps x {scale:.3g}"

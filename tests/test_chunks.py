@@ -1,5 +1,8 @@
 """Chunked rounds (stabkit.engine.paired.CHUNK_BYTES): a CPU round runs its pairs in chunks of bounded client
-tensors; every op is per model, so the metrics are the same bit for bit."""
+tensors. Every op is per model, so a chunk computes what the whole batch computes for its models; but the
+kernels see fewer models per call, and oneDNN and MKL may pick another kernel for another shape, so the numbers
+are equal to rounding (integers, sampled clients and hit masks, exactly). The same chunking run twice is
+identical (tests/test_pairs.py, determinism)."""
 import numpy as np
 import pytest
 import torch
@@ -7,8 +10,11 @@ import torch
 import stabkit.engine.paired as paired
 from stabkit import RunConfig
 from stabkit.run.experiment import PairedRun
+from tests.helpers import ROUNDING_ULPS, assert_equal_to_rounding
 
 ROUNDS = 3
+# rounding differences are carried through every local step of every round (10 steps a round here)
+ULPS = ROUNDING_ULPS * ROUNDS * 10
 
 
 def _rounds(monkeypatch, chunk_pairs, algo, perturb, **kw):
@@ -23,21 +29,26 @@ def _rounds(monkeypatch, chunk_pairs, algo, perturb, **kw):
 
 @pytest.mark.parametrize("algo,perturb", [("fedavg", "sample"), ("scaffold", "client"), ("feddyn", "sample"),
                                           ("mimelite", "client"), ("fedsam", "client"), ("fedsagd", "sample")])
-def test_chunked_rounds_equal_one_batch_bit_for_bit(monkeypatch, algo, perturb):
+def test_chunked_rounds_equal_one_batch_to_rounding(monkeypatch, algo, perturb):
     whole, e1 = _rounds(monkeypatch, 5, algo, perturb)
     chunked, e2 = _rounds(monkeypatch, 2, algo, perturb)  # chunks of 2, 2 and 1 pairs
-    assert torch.equal(e1.x, e2.x) and not torch.equal(e1.x[:, 0], e1.x[:, 1])
+    assert_equal_to_rounding(e2.x, e1.x, ULPS, "x")
+    assert not torch.equal(e1.x[:, 0], e1.x[:, 1])
     for kind in ("server", "client_state"):
         a, b = getattr(e1, kind), getattr(e2, kind)
-        assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a), kind
+        assert a.keys() == b.keys(), kind
+        for n in a:
+            assert_equal_to_rounding(b[n], a[n], ULPS, f"{kind} {n}")
     assert len(whole[1].local) == 11 and whole[2].clients is not None  # K + 1 local points; final clients kept
     for r1, r2 in zip(whole, chunked):
-        assert np.array_equal(r1.rows, r2.rows) and np.array_equal(r1.hit, r2.hit)
-        assert np.array_equal(r1.theta_max, r2.theta_max) and np.array_equal(r1.theta_rms, r2.theta_rms)
-        assert r1.grad_evals == r2.grad_evals
+        assert np.array_equal(r1.hit, r2.hit) and r1.grad_evals == r2.grad_evals
+        for name in ("rows", "theta_max", "theta_rms"):
+            assert_equal_to_rounding(getattr(r2, name), getattr(r1, name), ULPS, name)
         assert len(r1.local) == len(r2.local)
         for a, b in zip(r1.local, r2.local):
-            assert a[0] == b[0] and all(np.array_equal(x, y) for x, y in zip(a[1:], b[1:]))
+            assert a[0] == b[0]
+            for x, y in zip(b[1:], a[1:]):
+                assert_equal_to_rounding(x, y, ULPS, f"local step {a[0]}")
         assert (r1.clients is None) == (r2.clients is None)
         assert r1.clients is None or torch.equal(r1.clients, r2.clients)
 
@@ -52,7 +63,7 @@ def test_chunks_bound_the_client_tensors_and_a_large_model_keeps_one_batch(monke
     assert big.engine.pairs_per_chunk() == 245
 
 
-def test_conv_net_rounds_in_chunks_equal_one_batch_bit_for_bit(monkeypatch):
+def test_conv_net_rounds_in_chunks_equal_one_batch_to_rounding(monkeypatch):
     from benchmarks.workloads import workloads
 
     w = workloads(0.3, "cpu")["W2"]  # LeNet-5 on 1x28x28 images, grouped convolutions over the clients
@@ -65,4 +76,6 @@ def test_conv_net_rounds_in_chunks_equal_one_batch_bit_for_bit(monkeypatch):
         return run.engine.x, recs[-1].theta_max
 
     (x1, n1), (x2, n2) = final(4), final(1)
-    assert torch.equal(x1, x2) and np.array_equal(n1, n2)
+    steps = 2 * w.config(4).local_steps
+    assert_equal_to_rounding(x2, x1, ROUNDING_ULPS * steps, "x")
+    assert_equal_to_rounding(n2, n1, ROUNDING_ULPS * steps, "theta_max")

@@ -11,6 +11,7 @@ from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.flatness.objective import Objective
 from stabkit.models.lstm import CharLSTM
 from stabkit.models.resnet import ResNet18GN
+from tests.helpers import assert_equal_to_rounding
 
 
 class Residual(nn.Module):
@@ -94,8 +95,9 @@ def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["resnet18_gn", "one_pixel"])
 def test_models_sharing_their_parameters_give_the_gradients_of_their_copies(name):
-    """theta ``[Q, s, d]`` broadcast over s (a round's first local step: every client at x_t) gives the same
-    gradients, bit for bit, as the s copies written out ``[Q * s, d]``."""
+    """theta ``[Q, s, d]`` broadcast over s (a round's first local step: every client at x_t) gives the
+    gradients of the s copies written out ``[Q * s, d]``, to rounding: the two layouts reach the convolutions
+    in different strides, and oneDNN may pick another kernel for each (on AVX-512 it does, ~8 eps apart)."""
     torch.manual_seed(2)
     module, shape = (ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)) if name == "resnet18_gn" else \
         (OnePixel(), (2, 1, 1))
@@ -105,7 +107,7 @@ def test_models_sharing_their_parameters_give_the_gradients_of_their_copies(name
     x, y = torch.randn(Q * s, B, *shape), torch.randint(0, 3, (Q * s, B))
     g = m.grads(shared, x, y)
     assert g.shape == (Q * s, m.d) and g[0].abs().max() > 0 and not torch.equal(g[0], g[1])
-    assert torch.equal(g, m.grads(shared.reshape(Q * s, m.d), x, y))
+    assert_equal_to_rounding(g, m.grads(shared.reshape(Q * s, m.d), x, y))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

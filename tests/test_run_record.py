@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from stabkit import ConfigError, RunConfig, load_run
 from stabkit.analysis.bounds import bounds_for
@@ -22,6 +23,10 @@ def test_config_json_records_resolved_hp_of_a_run_without_hp(tmp_path, capsys):
     # config.json re-creates the run's configuration exactly (the recorded facts are set aside)
     cfg = RunConfig.from_dict(recorded)
     assert cfg.to_dict() == {k: v for k, v in recorded.items() if k not in RUN_FACTS}
+    # the CPU kernels the numbers come from (their last digits depend on them across machines)
+    kernels = recorded["versions"]["kernels"]
+    assert kernels["cpu_capability"] == torch.backends.cpu.get_cpu_capability() != ""
+    assert f"MKL-DNN v{kernels['onednn']}" in torch.__config__.show()
 
 
 def _fedacg_run(path, hp):

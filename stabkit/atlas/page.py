@@ -148,9 +148,17 @@ def machine_info(extra: dict | None = None) -> list:
         pass
     info = {"stabkit": stabkit.__version__, "torch": torch.__version__, "numpy": np.__version__,
             "pandas": pd.__version__, "python": sys.version.split()[0], "platform": platform.platform(),
-            "CPU": f"{cpu}, {os.cpu_count()} cores", "load average (at page build)": " ".join(
+            "CPU": f"{cpu}, {os.cpu_count()} cores", "CPU kernels": _kernels(), "load average (at page build)": " ".join(
                 f"{x:.2f}" for x in os.getloadavg())}
     return list({**info, **(extra or {})}.items())
+
+
+def _kernels() -> str:
+    """The instruction-set level and kernel libraries the cells ran on (the last digits depend on them)."""
+    from stabkit.engine.kernels import kernel_facts
+
+    k = kernel_facts()
+    return f"{k['cpu_capability']}, oneDNN {k['onednn']}, MKL {k['mkl']}"
 
 
 def summary_lines(cells: pd.DataFrame, link: dict) -> list:

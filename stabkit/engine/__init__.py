@@ -4,5 +4,5 @@
 metrics, + ``evalsubset``), ``flatmodel`` (a ``torch.nn.Module`` run on flat parameter vectors, with
 ``seqgrad``, the hand-written batched backward), ``data`` (the flat per-client store), ``perturbation``
 (the neighbour of each pair), ``sampling`` + ``rng`` (coupled, counter-based randomness), ``augment``,
-and the machine policies ``threads`` and ``alloc``. Nothing here reads or writes files.
+the machine policies ``threads`` and ``alloc``, and ``kernels`` (which CPU kernels ran). Nothing here reads or writes files.
 """

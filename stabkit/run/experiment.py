@@ -39,6 +39,7 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.kernels import kernel_facts
 from stabkit.engine.memory import require_memory, run_bytes
 from stabkit.engine.paired import EngineSettings, PairedEngine, RoundRecord
 from stabkit.engine.perturbation import build_neighbours
@@ -429,8 +430,9 @@ def _module_maker(cfg: RunConfig, task: Task, model) -> tuple:
 
 
 def versions() -> dict:
+    """The software a run's numbers come from, and the CPU kernels it ran (see stabkit.engine.kernels)."""
     return {"stabkit": __version__, "torch": torch.__version__, "numpy": np.__version__,
-            "python": platform.python_version()}
+            "python": platform.python_version(), "kernels": kernel_facts()}
 
 
 def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None,
