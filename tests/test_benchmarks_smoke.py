@@ -62,3 +62,17 @@ def test_flatness_benchmark_smoke(tmp_path):
     mlp, surface = json.loads(out.read_text())["cases"]
     assert mlp["relative_error"] < 0.01 and mlp["trace_se"] > 0 and mlp["lanczos_iterations"] >= 1
     assert surface["train_samples"] == 100 and surface["points"] == 3 and surface["surface_s"] > 0
+
+
+def test_gpu_check_smoke(tmp_path, capsys):
+    """The device check's logic on the CPU (no timing asserted): the CPU against itself agrees exactly."""
+    from benchmarks import gpu_check
+
+    out = tmp_path / "gpu_check.json"
+    res = gpu_check.main(["--device", "cpu", "--scale", "0.1", "--reps", "1", "--no-estimates", "--json", str(out)])
+    assert json.loads(out.read_text())["agreement"] == res["agreement"]
+    assert [w["workload"] for w in res["workloads"]] == ["W4", "W5"] and set(res["peaks"]) == {"fp32"}
+    assert all(0 < w["fp32"]["peak_fraction"] for w in res["workloads"])
+    a = res["agreement"]
+    assert a["float64_max_rel_diff"] == 0.0 and a["D_T_device"] == a["D_T_cpu"] > 0 and a["float32_ok"]
+    assert "CPU == device, float64" in capsys.readouterr().out
