@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu_determinism.py
 
-In deterministic mode (as runs are), two runs of tests/test_cuda.py's config two rounds on: are their global
+In deterministic mode (as runs are), two runs of tests/engine/test_cuda.py's config two rounds on: are their global
 models identical; then each run's evaluator repeatedly on the same models: which metrics take more than one
 value within one evaluator and across the two; and the evaluation's pieces (segment means, the gradient)
 repeated alone.

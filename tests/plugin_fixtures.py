@@ -87,7 +87,7 @@ class InPlaceStep(Algorithm):
         return y.add_(g, alpha=-step.lr), local
 
 
-# Misbehaving plug-ins (tests/test_bad_inputs.py): each must be one line naming it and what is wrong.
+# Misbehaving plug-ins (tests/cli/test_bad_inputs.py): each must be one line naming it and what is wrong.
 class InitRaises(Algorithm):
     name = "init_raises"
 

@@ -4,7 +4,7 @@ On a GPU a small model's local step is launch-bound: cuDNN runs a grouped convol
 one kernel per group, so LeNet-5's gradient of 160 clients issues thousands of launches per step, and the GPU
 sat idle for 45% of W2's round on an H100 (``benchmarks/gpu_probe.py``). A CUDA graph records those launches
 once and replays them as one: the same kernels with the same arguments, so the gradient is bitwise the one
-the eager call gives (checked in ``tests/test_cuda.py``), 2.7x faster for W2's gradient.
+the eager call gives (checked in ``tests/engine/test_cuda.py``), 2.7x faster for W2's gradient.
 
 A graph has static inputs and outputs: each call copies its arguments into the captured input buffers,
 replays, and returns a copy of the output (an algorithm may keep the gradient in its state past the next

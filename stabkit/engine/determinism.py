@@ -2,7 +2,7 @@
 
 ``torch.use_deterministic_algorithms(True)`` makes cuDNN choose deterministic convolution algorithms and
 ``index_add_``/``scatter_add_`` on CUDA sort instead of adding atomically; without it two identical GPU runs
-differed in the 7th digit of their round-0 ``r_u`` and ``grad_norm_sq`` (an H100, ``tests/test_cuda.py``),
+differed in the 7th digit of their round-0 ``r_u`` and ``grad_norm_sq`` (an H100, ``tests/engine/test_cuda.py``),
 because round 0 was evaluated before the round loop switched the mode on. Every entry point that computes
 logged numbers (``PairedRun.run`` and ``resume`` as a whole, ``PairedRun.step`` for callers stepping a run
 themselves, replays) runs inside :func:`deterministic`; the mode

@@ -227,8 +227,9 @@ class PairedEngine:
     def pairs_per_chunk(self) -> int:
         """Pairs whose round runs as one batch: on the CPU as many as fit ``CHUNK_BYTES`` of client tensors
         (``[R_c, 2, s, d]``; all of them where one pair's do not fit), elsewhere all of them. Chunks run one
-        after another, each its own batch; every op of a round is per model, so a chunked round gives the
-        same numbers bit for bit (``tests/test_chunks.py``)."""
+        after another, each its own batch; every op of a round is per model, so a chunked round computes what
+        one batch computes, equal to float rounding (fewer models per kernel call may select another CPU
+        kernel; ``tests/engine/test_chunks.py``)."""
         per_pair = 2 * self.s * self.x.shape[-1] * self.x.element_size()
         if self.x.device.type != "cpu" or per_pair > CHUNK_BYTES:
             return self.R

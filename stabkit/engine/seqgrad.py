@@ -204,7 +204,7 @@ class SeqGrad:
     def flops_per_sample(self, input_shape: tuple) -> float:
         """FLOPs of one sample's loss forward + backward as ``torch.utils.flop_counter`` counts them — the
         products and convolutions: forward, weight gradient, and the input gradient of every parameter layer
-        after the first — from the layer shapes of one forward pass (``tests/test_seqgrad.py`` checks the two
+        after the first — from the layer shapes of one forward pass (``tests/engine/test_seqgrad.py`` checks the two
         agree). Counted here because any dispatch mode's first use imports ``torch._dynamo`` (~1.3 s of a
         run's start-up)."""
         h, form, total = torch.zeros(1, *input_shape), "shared", 0
@@ -271,7 +271,7 @@ def softmax_xent_grad(out: torch.Tensor, y: torch.Tensor, scale) -> torch.Tensor
     last axis of 10 classes fall off a performance cliff (W1, [160, 10, 10] logits on one thread: 332 us for
     the old log_softmax-exp-scatter sequence, 89 us for this one), and the shift by the row maximum keeps it
     as safe from overflow as ``log_softmax``. Equal to ``torch.func``'s gradient to float rounding
-    (``tests/test_seqgrad.py``)."""
+    (``tests/engine/test_seqgrad.py``)."""
     e = (out - out.amax(-1, keepdim=True)).exp_()
     e.mul_(e.sum(-1, keepdim=True).reciprocal_().mul_(scale))
     yy = y.expand(out.shape[:-1])[..., None]

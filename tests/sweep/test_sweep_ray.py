@@ -16,8 +16,8 @@ import ray  # a missing Ray is a failure, not a skip: it is in the test extras
 
 from stabkit.sweep import make_executor, parse_spec, run_sweep
 from stabkit.sweep.executors import _check_reachable
-from tests.test_bad_inputs import check_refused
-from tests.test_sweep import BASE, metrics
+from tests.cli.test_bad_inputs import check_refused
+from tests.sweep.test_sweep import BASE, metrics
 
 SPEC = {"base": BASE, "product": {"algo": ["fedavg", "fedyogi"], "lr": [0.05, 0.1], "seed": [0, 1]}}
 
@@ -66,7 +66,7 @@ def test_ray_cluster_matches_local_executor(tmp_path, fedyogi, ray_tmpdir):
             assert head.poll() is None and time.time() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
         assert (ray_tmpdir / "ray" / "ray_current_cluster").read_text().endswith(f":{port}")  # not /tmp/ray's
-        driver = (f"from tests.test_sweep_ray import local_and_ray_sweeps; "
+        driver = (f"from tests.sweep.test_sweep_ray import local_and_ray_sweeps; "
                   f"local_and_ray_sweeps({str(tmp_path)!r}, {port})")
         done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, env=env)
         assert done.returncode == 0 and done.stdout.endswith("done\n"), done.stderr[-3000:]

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import cli
+from tests.helpers import cli
 
 from stabkit.atlas.cells import mean_ci
 from stabkit.atlas.link import pareto_front, rank_correlation, stability_check

@@ -2,7 +2,7 @@
 tensors. Every op is per model, so a chunk computes what the whole batch computes for its models; but the
 kernels see fewer models per call, and oneDNN and MKL may pick another kernel for another shape, so the numbers
 are equal to rounding (integers, sampled clients and hit masks, exactly). The same chunking run twice is
-identical (tests/test_pairs.py, determinism)."""
+identical (tests/engine/test_pairs.py, determinism)."""
 import numpy as np
 import pytest
 import torch

@@ -11,7 +11,7 @@ from stabkit.errors import ConfigError
 from stabkit.sweep.lock import LOCK
 from stabkit.sweep.report import sweep_report
 from tests.helpers import cli
-from tests.test_sweep import BASE, sweep
+from tests.sweep.test_sweep import BASE, sweep
 
 SMALL = {"base": {**BASE, "rounds": 3}, "product": {"lr": [0.05, 0.1]}}
 
