@@ -109,7 +109,7 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     check_out(out, suite)
     if suite.needs_data:
         require(data_dir is not None, "data_dir", data_dir, f"the folder with the data files of suite {suite.name!r} "
-                "(--data-dir DIR; see the README's Data sets)")
+                "(--data-dir DIR; see docs/tasks.md)")
     spec_dict = suite_spec_dict(suite, names, data_dir)
     spec = parse_spec(spec_dict, source=f"suite {suite.name}")
     jobs = spec.jobs()
