@@ -15,7 +15,9 @@ def test_every_reading_is_a_valid_run(name, algo):
     reading = preset_reading(name, algo)
     assert reading.spec.split()[0].endswith(".md") and (reading.hp or reading.run)
     cfg = RunConfig.from_dict({**preset_values(name), **reading.run, "algo": algo, "hp": reading.hp})
-    assert build_algorithm(algo, cfg.hp).p is not None
+    params = build_algorithm(algo, cfg.hp).p
+    assert {k: getattr(params, k) for k in reading.hp} == reading.hp  # each reading reaches the algorithm
+    assert {k: cfg.to_dict()[k] for k in reading.run} == reading.run  # and each run option the config
 
 
 def test_the_issue_readings_are_there():
