@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.atlas.cells import cell_table, read_jobs
+from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.page import write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
@@ -185,12 +186,12 @@ def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True)
     ``with_topup``, every top-up pass's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
+    floors = {t.name: t.floor for t in suite.tasks}
     jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
     for k in range(1, PASSES + 1) if with_topup else ():
         if (out / topup_dir(k) / "manifest.json").is_file():
             jobs += read_jobs(out / topup_dir(k))
-    return cell_table(jobs, learn_floor=lambda task: floors.get(task, (None, 0.9)))
+    return cell_table(jobs, learn_floor=lambda task: floors.get(task, DEFAULT_FLOOR))
 
 
 def atlas_page(out, jobs: Optional[list] = None) -> dict:
