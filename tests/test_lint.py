@@ -43,3 +43,12 @@ def test_functions_are_short_with_few_parameters():
                  for name, line, lines, params in function_sizes(path.read_text())
                  if lines > MAX_LINES or params > MAX_PARAMS]
     assert not offenders, f"at most {MAX_LINES} lines and {MAX_PARAMS} parameters:\n" + "\n".join(offenders)
+
+
+def test_tests_drive_runs_through_paired_run_step():
+    """A test runs rounds through ``PairedRun.step`` (the round as a run logs it), not the engine's own step,
+    so that the engine's internals can change without the tests that pin runs."""
+    calls = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "tests").rglob("*.py"))
+             if path != Path(__file__).resolve()
+             for n, line in enumerate(path.read_text().splitlines(), 1) if ".engine.step(" in line]
+    assert calls == [], calls
