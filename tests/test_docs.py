@@ -53,3 +53,12 @@ def test_prose_points_nowhere_outside_and_has_no_log_voice(path):
     text = (ROOT / path).read_text()
     found = [m.group(0) for m in FORBIDDEN.finditer(text)]
     assert not found, f"{path}: {found}"
+
+
+def test_readme_is_a_front_door_whose_links_resolve():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert targets and [t for t in targets if not (ROOT / t).is_file()] == []
+    assert len(re.findall(r"!\[", text)) == 1  # one figure
+    assert text.index("make demo") < text.index("make test") < text.index("## Install without make")
