@@ -62,3 +62,12 @@ def test_readme_is_a_front_door_whose_links_resolve():
     assert targets and [t for t in targets if not (ROOT / t).is_file()] == []
     assert len(re.findall(r"!\[", text)) == 1  # one figure
     assert text.index("make demo") < text.index("make test") < text.index("## Install without make")
+
+
+def test_algorithms_page_holds_the_table_stabkit_algos_prints(capsys):
+    """One source for the algorithm table: the hyperparameter declarations, printed by `stabkit algos`."""
+    from tests.helpers import cli
+
+    code, out, _ = cli(["algos", "--markdown"], capsys)
+    assert code == 0 and out.count("\n") > 20
+    assert out.strip() in (ROOT / "docs" / "algorithms.md").read_text()

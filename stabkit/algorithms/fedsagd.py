@@ -36,7 +36,7 @@ class FedSAGDParams(HParams):
 class FedSAGD(Algorithm):
     name = "fedsagd"
     title = "FedSAGD"
-    reference = "FedSAGD, ICLR 2026 submission, Algorithm 1 (fedsagd.md §2.12)"
+    reference = "FedSAGD, ICLR 2026 submission, Algorithm 1"
     params_cls = FedSAGDParams
     server_state = ("v",)
 
