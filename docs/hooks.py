@@ -6,11 +6,14 @@ Two things a plain ``mkdocs.yml`` cannot say:
   the site's files as ``figures/...`` instead of being copied into ``docs/``;
 * pages that are written on other branches are reserved in the navigation; an entry whose page is not there
   yet is dropped with a note, so that ``mkdocs build --strict`` passes before and after they arrive. Only the
-  names in ``RESERVED`` are treated so: any other missing page still fails the strict build.
+  names in ``RESERVED`` are treated so: any other missing page still fails the strict build;
+* the docstrings are written for Sphinx as well: a role such as :class:`~stabkit.tasks.base.Task` is shown as
+  the code it names (``Task``), not as the role's markup.
 """
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -18,6 +21,7 @@ from mkdocs.structure.files import File
 RESERVED = {"flower.md", "privacy.md", "atlas.md", "reliability.md", "performance-engine.md"}
 FIGURES = Path(__file__).resolve().parents[1] / "figures"
 log = logging.getLogger("mkdocs.hooks.stabkit")
+ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc):<code>(~?)([^<]+)</code>")
 
 
 def _kept(entry, docs_dir: Path):
@@ -48,3 +52,8 @@ def on_files(files, config):
         files.append(File(f"figures/{png.relative_to(FIGURES).as_posix()}", str(FIGURES.parent),
                           config.site_dir, config.use_directory_urls))
     return files
+
+
+def on_page_content(html, page, config, files):
+    """Sphinx roles in the rendered docstrings as plain code (``~`` keeps the last name only)."""
+    return ROLE.sub(lambda m: f"<code>{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}</code>", html)

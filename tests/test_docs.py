@@ -32,6 +32,7 @@ def test_site_builds_strictly_with_figures_and_api(tmp_path):
         (ROOT / "figures" / "demo" / "discrepancy.png").read_bytes()
     api = (site / "api" / "stabkit" / "index.html").read_text()
     assert "RunConfig" in api and "run_pair" in api and "load_run" in api
+    assert not re.search(r":(class|func|mod):<code>", api)  # Sphinx roles shown as the code they name
     assert 'src="figures/demo/discrepancy.png"' in (site / "index.html").read_text()
     assert 'src="../figures/atlas/curves.png"' in (site / "measurements" / "index.html").read_text()
 
