@@ -72,3 +72,16 @@ def test_algorithms_page_holds_the_table_stabkit_algos_prints(capsys):
     code, out, _ = cli(["algos", "--markdown"], capsys)
     assert code == 0 and out.count("\n") > 20
     assert out.strip() in (ROOT / "docs" / "algorithms.md").read_text()
+
+
+def test_reserved_pages_leave_the_navigation_only_while_absent(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    (tmp_path / "atlas.md").write_text("# Atlas\n")
+    nav = [{"Home": "index.md"}, {"Using": [{"Flower": "flower.md"}, {"Atlas": "atlas.md"}]},
+           {"Only reserved": [{"Privacy": "privacy.md"}]}, {"Typo": "typo.md"}]
+    assert hooks._kept(nav, tmp_path) == [{"Home": "index.md"}, {"Using": [{"Atlas": "atlas.md"}]},
+                                          {"Typo": "typo.md"}]  # a page outside RESERVED stays: strict fails on it
