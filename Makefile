@@ -1,6 +1,7 @@
 # Two entry points (see README): `make demo` runs a FedSAGD vs FedAvg client-perturbation study on the
 # bundled digits data and holds it against the papers' bounds; `make test` runs the test suite. Both
-# create .venv and install stabkit (idempotent). `make figures` refreshes the README's figures.
+# create .venv and install stabkit (idempotent). `make figures` refreshes the demo's figures (README, docs/bounds.md);
+# `make docs` builds the documentation site.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.stabkit-installed
 # the test tools and every optional extra, so that the whole suite runs (a user needs none of the extras)
 EXTRAS ?= test,flower,privacy,tensorboard,docs
 
-.PHONY: demo test figures clean recipes atlas
+.PHONY: demo test figures clean recipes atlas docs
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +33,12 @@ figures: demo
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The documentation site (mkdocs.yml, docs/): built strictly (a broken link or reference fails) into site/.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site
 
 # Figure recipes (figures/recipes/*.yaml): run each sweep, report it, copy its PNGs to figures/recipes/<name>/.
 RECIPES := $(basename $(notdir $(wildcard figures/recipes/*.yaml)))
@@ -48,8 +53,8 @@ recipes: $(STAMP)
 	done
 	$(PY) figures/recipes/fedswa_flatness_landscape.py runs/recipes/fedswa_flatness_landscape
 
-# The stability atlas (README, "What the measurements say so far"): the small suite, topped up to +-10% half-widths
-# (its default), its page in runs/atlas/, the README's figures and tables copied to figures/atlas/.
+# The stability atlas (docs/measurements.md): the small suite, topped up to +-10% half-widths
+# (its default), its page in runs/atlas/, the figures and tables of docs/measurements.md copied to figures/atlas/.
 # ATLAS_ARGS="--no-top-up" runs the suite alone.
 ATLAS := runs/atlas
 ATLAS_ARGS ?=

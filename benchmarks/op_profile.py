@@ -6,9 +6,9 @@ The profiles behind the engine's fast paths came from this script: on W2 (LeNet-
 torch.func path spent its time in ``convolution_backward`` and in max-pool forwards recomputed inside
 ``vmap``'s backward, and ``y - lr * g`` cost two passes over [160, 44426] floats per local step; on W1
 (logistic regression, 8 pairs, one thread) a quarter of the round was ``log_softmax`` over 10 classes (a
-slow CPU kernel in torch 2.13), which the written-out softmax - one-hot gradient replaced; see the README's
-Performance section for what each fix bought. Runs at one intra-op thread by default (``--threads``), the
-setting the README's ratios are measured at.
+slow CPU kernel in torch 2.13), which the written-out softmax - one-hot gradient replaced; see docs/performance.md
+for what each fix bought. Runs at one intra-op thread by default (``--threads``), the setting the ratios of
+docs/performance.md are measured at.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def _markdown() -> str:
 
 
 @click.command()
-@click.option("--markdown", is_flag=True, help="print a Markdown table (as in the README)")
+@click.option("--markdown", is_flag=True, help="print a Markdown table (as in docs/algorithms.md)")
 def algos(markdown):
     """List the algorithms, their hyperparameters (set with --hp NAME=VALUE) and references."""
     if markdown:

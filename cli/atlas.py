@@ -35,8 +35,7 @@ from stabkit_cli.sweep import Progress
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--quiet", is_flag=True, help="no progress lines")
-def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data_dir, executor, workers, address,
-          dry_run, no_projection, quiet):
+def atlas(out, executor, workers, address, quiet, **request):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
@@ -47,10 +46,10 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
         from stabkit.engine.threads import usable_cpus
 
         workers = len(usable_cpus())
+    suite, dry_run = request["suite"], request["dry_run"]
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
-    req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
-                       command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
-                       ci_target, max_units, not no_top_up)
+    req = AtlasRequest(workers=workers, command=command or f"stabkit atlas --suite {suite} --out {out}",
+                       project=not request.pop("no_projection"), top_up=not request.pop("no_top_up"), **request)
     res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
     if dry_run:
         return

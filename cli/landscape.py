@@ -28,7 +28,7 @@ from stabkit.errors import ConfigError
 @click.option("--label", "labels", multiple=True, help="label per run (default: its algorithm, else its folder)")
 @click.option("--out", default=None, help="output directory (default RUN/landscape/round_T; required for several runs)")
 @click.option("--plot", is_flag=True, help="draw the contour and surface figures (PNG + PDF)")
-def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fraction, no_plane, labels, out, plot):
+def landscape(runs, labels, out, plot, round_, no_plane, **surface):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
     from stabkit.flatness.landscape import LandscapeSettings, chosen_round
     from stabkit.flatness.landscape import landscape as compute
@@ -36,8 +36,7 @@ def landscape(runs, round_, pair, traj, points, span, seed, orthogonalise, fract
     from stabkit.store.atomic import atomic_write_json
     from stabkit.store.outdir import check_writable, prepare_dir
 
-    settings = LandscapeSettings(round=round_, pair=pair, traj=traj, points=points, span=span, seed=seed,
-                                 orthogonalise=orthogonalise, fraction=fraction, plane=not no_plane)
+    settings = LandscapeSettings(round=round_, plane=not no_plane, **surface)  # pair, traj, points, span, ...
     if labels and len(labels) != len(runs):
         raise ConfigError(f"invalid label={list(labels)}: give one --label per run ({len(runs)})")
     if out is None and len(runs) > 1:

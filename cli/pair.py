@@ -135,12 +135,12 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, quiet, label, **params):
+def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
+    out, overwrite, quiet, label = (params.pop(k) for k in ("out", "overwrite", "quiet", "label"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.algorithms import resolve_hp
-    from stabkit.store.outdir import check_writable
-    from stabkit.store.runstore import check_new_run_dir, require_out
+    from stabkit.store.runstore import require_out
 
     if estimate:
         if resume_dir is not None:
@@ -157,35 +157,54 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
     else:
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
-        out_dir = Path(out) if out is not None else None
-        if out_dir is not None:
-            check_new_run_dir(out_dir, overwrite)
-            check_writable(out_dir)
+        out_dir = _checked_out_dir(out, overwrite)
     resolve_hp(cfg.algo, cfg.hp)
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary
 
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
-    cfg = run.cfg
-    if resume_dir is not None:
+    summary = _run_with_progress(run, out_dir, resume_dir is not None, quiet, overwrite, label)
+    click.echo(format_summary(summary))
+    _exit_status(ctx, summary, out_dir)
+
+
+def _checked_out_dir(out, overwrite: bool):
+    """``out`` as the new run's directory (None: the default one), refused if it cannot be written or holds a
+    run (unless ``overwrite``)."""
+    from stabkit.store.outdir import check_writable
+    from stabkit.store.runstore import check_new_run_dir
+
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None:
+        check_new_run_dir(out_dir, overwrite)
+        check_writable(out_dir)
+    return out_dir
+
+
+def _run_with_progress(run, out_dir: Path, resume: bool, quiet: bool, overwrite: bool, label) -> dict:
+    """Run (or resume) ``run`` into ``out_dir`` under a progress bar; the run's summary."""
+    if resume:
         from stabkit.run.resume_check import checked_checkpoint
 
         checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
     click.echo(run.describe_evaluation())
     from tqdm import tqdm
 
+    cfg = run.cfg
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
               desc=f"{cfg.algo} {cfg.perturb}") as bar:
         def progress(t, stats):
             bar.update(t - bar.n)
             bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
 
-        if resume_dir is not None:
-            summary = run.resume(out_dir, progress=progress, checkpoint=checkpoint)
-        else:
-            summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
-    click.echo(format_summary(summary))
+        if resume:
+            return run.resume(out_dir, progress=progress, checkpoint=checkpoint)
+        return run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
+
+
+def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
+    """Exit 1 for a diverged run and 130 for an interrupted one, saying what is kept."""
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)

@@ -1,5 +1,5 @@
 """``stabkit presets [NAME]``: the papers' settings available as ``stabkit pair --preset NAME``, with their
-sources and, per algorithm, the readings of the authors' code the preset applies (and the spec item each follows)."""
+sources and, per algorithm, the readings of the authors' code the preset applies (and the source each follows)."""
 import click
 
 from stabkit.config.presets import PRESETS, preset_reading, preset_values

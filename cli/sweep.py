@@ -94,7 +94,7 @@ class Progress:
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_failed, quiet):
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
@@ -105,8 +105,8 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_f
 
     require_out(out)
     sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
-    manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=force,
-                         retry_failed=retry_failed, progress=Progress(quiet))
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
+                         retry_failed=flags["retry_failed"], progress=Progress(flags["quiet"]))
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
     if c["failed"]:

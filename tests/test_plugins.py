@@ -209,17 +209,17 @@ def test_author_checks_fail_on_broken_algorithms():
         assert_reduces_to("fedprox", "fedavg", {"lam": 0.1}, rounds=2)
 
 
-def test_readme_tutorial_runs_as_written(tmp_path):
-    """README "Measure your own algorithm": its files written to an empty folder, its commands run there."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text.split("## Measure your own algorithm\n")[1].split("\n## ")[0]
+def test_plugin_tutorial_runs_as_written(tmp_path):
+    """docs/plugins.md, "measure your own algorithm": its files written to an empty folder, its commands run
+    there."""
+    section = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
     files = {code.splitlines()[0].removeprefix("# file: "): code for lang, code in blocks if lang == "python"}
     assert sorted(files) == ["myalgo.py", "test_myalgo.py"]
     for name, code in files.items():
         (tmp_path / name).write_text(code)
     lines = sum(1 for code in files.values() for line in code.splitlines()[1:] if line.strip())
-    assert lines == 35  # the count the README states
+    assert lines == 35  # the count the page states
     [commands] = [code for lang, code in blocks if lang == "sh"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-e", "-c", commands], cwd=tmp_path, env=env, capture_output=True, text=True)

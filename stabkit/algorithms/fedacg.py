@@ -26,7 +26,7 @@ class FedACGParams(HParams):
 class FedACG(Algorithm):
     name = "fedacg"
     title = "FedACG"
-    reference = "Kim, Kim & Han, CVPR 2024 (FedACG); FedSAGD paper App. C.9 (fedsagd.md §2.9)"
+    reference = "Kim, Kim & Han, CVPR 2024 (FedACG); FedSAGD paper App. C.9"
     params_cls = FedACGParams
     server_state = ("m",)
     local_state = ("lookahead",)

@@ -44,4 +44,4 @@ class AdamServer(ServerOpt):
 class FedAdam(AdamServer):
     name = "fedadam"
     title = "FedAdam"
-    reference = "Reddi et al. 2021, ICLR (Adaptive Federated Optimization); FedSAGD paper App. C.6 (fedsagd.md §2.6)"
+    reference = "Reddi et al. 2021, ICLR (Adaptive Federated Optimization); FedSAGD paper App. C.6"

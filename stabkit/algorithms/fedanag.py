@@ -25,8 +25,7 @@ class FedANAGParams(HParams):
 class FedANAG(Algorithm):
     name = "fedanag"
     title = "FedANAG"
-    reference = ("Zhang et al. 2025 (FedANAG); FedSAGD paper App. C.10, server rule from the authors' code "
-                 "(fedsagd.md §2.10)")
+    reference = "Zhang et al. 2025 (FedANAG); FedSAGD paper App. C.10, server rule from the authors' code"
     params_cls = FedANAGParams
     server_state = ("v",)
 

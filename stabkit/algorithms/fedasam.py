@@ -26,7 +26,7 @@ class FedASAM(FedSAM):
 
     name = "fedasam"
     title = "FedASAM"
-    reference = "Caldarola et al. 2022, ECCV; ASAM: Kwon et al. 2021, ICML (fedswa.md §1.8)"
+    reference = "Caldarola et al. 2022, ECCV; ASAM: Kwon et al. 2021, ICML"
     params_cls = FedASAMParams
 
     def perturbation(self, y, a):

@@ -16,5 +16,5 @@ class FedAvgParams(HParams):
 class FedAvg(Algorithm):
     name = "fedavg"
     title = "FedAvg"
-    reference = "McMahan et al. 2017, AISTATS; FedSAGD paper App. C.1 (fedsagd.md §2.1)"
+    reference = "McMahan et al. 2017, AISTATS; FedSAGD paper App. C.1"
     params_cls = FedAvgParams

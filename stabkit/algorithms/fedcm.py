@@ -30,7 +30,7 @@ class FedCMParams(HParams):
 class FedCM(Algorithm):
     name = "fedcm"
     title = "FedCM"
-    reference = "Xu et al. 2021 (FedCM: Federated Learning with Client-level Momentum); FedSAGD paper App. C.7 (fedsagd.md §2.7)"
+    reference = "Xu et al. 2021 (FedCM: Federated Learning with Client-level Momentum); FedSAGD paper App. C.7"
     params_cls = FedCMParams
     server_state = ("Delta",)
 

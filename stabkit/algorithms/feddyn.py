@@ -38,7 +38,7 @@ class FedDynParams(HParams):
 class FedDyn(Algorithm):
     name = "feddyn"
     title = "FedDyn"
-    reference = "Acar et al. 2021, ICLR; FedSAGD paper App. C.4 (fedsagd.md §2.4)"
+    reference = "Acar et al. 2021, ICLR; FedSAGD paper App. C.4"
     params_cls = FedDynParams
     server_state = ("h",)
     client_state = ("h_i",)

@@ -18,7 +18,7 @@ from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
 class FedInit(RelaxedInit):
     name = "fedinit"
     title = "FedInit"
-    reference = "Sun, Shen & Tao, FedInit Algorithm 1 (fedinit.md §1.1-1.2)"
+    reference = "Sun, Shen & Tao, FedInit Algorithm 1"
     inner_cls = FedAvg
     params_cls = RIParams
 

@@ -36,7 +36,7 @@ class FedLESAM(Wrapper):
 
     name = "fedlesam"
     title = "FedLESAM"
-    reference = "Fan et al. 2024, ICML (FedLESAM); FedSWA paper baseline (fedswa.md §1.8)"
+    reference = "Fan et al. 2024, ICML (FedLESAM); FedSWA paper baseline"
     inner_cls = FedAvg
     params_cls = FedLESAMParams
     client_state = ("theta_old", "seen")

@@ -87,7 +87,7 @@ class FedLNAGParams(HParams):
 class FedLNAG(Algorithm):
     name = "fedlnag"
     title = "FedLNAG"
-    reference = "Yu, Jin & Yang 2019, ICML; FedSAGD paper App. C.5 (fedsagd.md §2.5)"
+    reference = "Yu, Jin & Yang 2019, ICML; FedSAGD paper App. C.5"
     params_cls = FedLNAGParams
     local_state = ("m",)
     server_state = Given("momentum_sync", {name: sync.server_state for name, sync in SYNCS.items()})

@@ -16,7 +16,7 @@ class FedProxParams(HParams):
 class FedProx(Algorithm):
     name = "fedprox"
     title = "FedProx"
-    reference = "Li et al. 2020, MLSys; FedSAGD paper App. C.2 (fedsagd.md §2.2)"
+    reference = "Li et al. 2020, MLSys; FedSAGD paper App. C.2"
     params_cls = FedProxParams
 
     def client_step(self, ctx, step, y, local, g):

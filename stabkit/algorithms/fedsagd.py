@@ -17,6 +17,11 @@ from stabkit.algorithms.base import Algorithm, HParams, descend, hp
 from stabkit.algorithms.rules import lookahead_server, on_clients
 
 
+def local_weight(beta: float, beta_local: Optional[float]) -> float:
+    """The weight of v_t in FedSAGD's local step (line 9): ``beta_local``, or the server momentum ``beta`` when
+    it is unset (Algorithm 1). The one statement of the rule: the algorithm and its bounds read it here."""
+    return beta if beta_local is None else beta_local
+
 @dataclass(frozen=True)
 class FedSAGDParams(HParams):
     beta: float = hp(0.9, "server momentum beta of line 15 (and of line 9 unless beta_local is set)",
@@ -31,13 +36,13 @@ class FedSAGDParams(HParams):
 class FedSAGD(Algorithm):
     name = "fedsagd"
     title = "FedSAGD"
-    reference = "FedSAGD, ICLR 2026 submission, Algorithm 1 (fedsagd.md §2.12)"
+    reference = "FedSAGD, ICLR 2026 submission, Algorithm 1"
     params_cls = FedSAGDParams
     server_state = ("v",)
 
     @property
     def beta_local(self) -> float:
-        return self.p.beta if self.p.beta_local is None else self.p.beta_local
+        return local_weight(self.p.beta, self.p.beta_local)
 
     def client_step(self, ctx, step, y, local, g):
         p = self.p

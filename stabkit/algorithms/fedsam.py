@@ -14,7 +14,7 @@ from stabkit.algorithms.sam import SAM, SAMParams
 class FedSAM(SAM):
     name = "fedsam"
     title = "FedSAM"
-    reference = "Qu et al. 2022, ICML (FedSAM); FedSWA paper baseline (fedswa.md §1.8)"
+    reference = "Qu et al. 2022, ICML (FedSAM); FedSWA paper baseline"
     inner_cls = FedAvg
     params_cls = SAMParams
 

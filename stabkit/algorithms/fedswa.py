@@ -75,7 +75,7 @@ class FedSWAParams(HParams):
 class FedSWA(SWAServer):
     name = "fedswa"
     title = "FedSWA"
-    reference = "Liu et al., ICML 2025, §3.2 and Algorithm 1 (fedswa.md §1.2-1.3)"
+    reference = "Liu et al., ICML 2025, §3.2 and Algorithm 1"
     params_cls = FedSWAParams
 
 
@@ -163,7 +163,7 @@ class FedMoParams(FedMoSWAParams):
 class FedMoSWA(SWAServer):
     name = "fedmoswa"
     title = "FedMoSWA"
-    reference = "Liu et al., ICML 2025, §3.3, Eqs. (5)-(7) and Algorithm 1 (fedswa.md §1.4)"
+    reference = "Liu et al., ICML 2025, §3.3, Eqs. (5)-(7) and Algorithm 1"
     params_cls = FedMoSWAParams
     server_state = ("m",)
     client_state = ("c",)
@@ -208,5 +208,5 @@ class FedMoSWA(SWAServer):
 class FedMo(FedMoSWA):
     name = "fedmo"
     title = "FedMo"
-    reference = "Liu et al., ICML 2025, ablation (ii): FedMoSWA with rho = 1, alpha = 1 (fedswa.md §1.5)"
+    reference = "Liu et al., ICML 2025, ablation (ii): FedMoSWA with rho = 1, alpha = 1"
     params_cls = FedMoParams

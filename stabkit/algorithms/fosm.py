@@ -60,14 +60,13 @@ class MomentumServer(ServerOpt):
 class FOSM(MomentumServer):
     name = "fosm"
     title = "FOSM (server momentum)"
-    reference = "Libra (Zeng et al.), Algorithm 1 option (ii) and App. D (libra.md §1.1-1.3)"
+    reference = "Libra (Zeng et al.), Algorithm 1 option (ii) and App. D"
 
 
 class FedAvgM(FOSM):
     name = "fedavgm"
     title = "FedAvgM"
-    reference = ("Hsu, Qi & Brown 2019; FOSM with nu = 1 (libra.md §1.2); "
-                 "FedSAGD paper baseline (fedsagd.md §2.11)")
+    reference = "Hsu, Qi & Brown 2019; FOSM with nu = 1; FedSAGD paper baseline"
     params_cls = ServerMomentumParams
 
     @property
@@ -78,7 +77,7 @@ class FedAvgM(FOSM):
 class FOSMEMA(FOSM):
     name = "fosm_ema"
     title = "FOSM-EMA (FedCM form)"
-    reference = "Libra (Zeng et al.), FOSM with nu = 1 - beta, 'a fundamental form of FedCM' (libra.md §1.2)"
+    reference = "Libra (Zeng et al.), FOSM with nu = 1 - beta, 'a fundamental form of FedCM'"
     params_cls = ServerMomentumParams
 
     @property

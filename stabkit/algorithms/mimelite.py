@@ -28,7 +28,7 @@ class MimeLiteParams(HParams):
 class MimeLite(Algorithm):
     name = "mimelite"
     title = "MimeLite"
-    reference = "Karimireddy et al. 2021 (Mime), MimeLite; FedSAGD paper App. C.8 (fedsagd.md §2.8)"
+    reference = "Karimireddy et al. 2021 (Mime), MimeLite; FedSAGD paper App. C.8"
     params_cls = MimeLiteParams
     server_state = ("m",)
 

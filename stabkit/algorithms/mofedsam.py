@@ -28,7 +28,7 @@ class MoFedSAMParams(SAMParams):
 class MoFedSAM(SAM):
     name = "mofedsam"
     title = "MoFedSAM"
-    reference = "Qu et al. 2022, ICML (MoFedSAM, FedCM-style momentum); fedswa.md §1.8"
+    reference = "Qu et al. 2022, ICML (MoFedSAM, FedCM-style momentum)"
     params_cls = MoFedSAMParams
 
     def make_inner(self):

@@ -31,7 +31,7 @@ class ScaffoldParams(HParams):
 class Scaffold(Algorithm):
     name = "scaffold"
     title = "SCAFFOLD"
-    reference = "Karimireddy et al. 2020, ICML (option II); FedSAGD paper App. C.3 (fedsagd.md §2.3)"
+    reference = "Karimireddy et al. 2020, ICML (option II); FedSAGD paper App. C.3"
     params_cls = ScaffoldParams
     server_state = ("c",)
     client_state = ("c_i",)

@@ -7,6 +7,8 @@ RUN=LABEL``) is kept as it is.
 """
 from __future__ import annotations
 
+import math
+
 # config.json entries that describe the run's circumstances, not its setting
 IGNORED = ("versions", "device_used", "d", "n_min", "label", "device", "hp_resolved")
 
@@ -34,14 +36,17 @@ def distinct_labels(configs: list) -> list:
     differ = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
     labels = []
     for f in flats:
-        parts = [f"{_short(k)}={_value(f.get(k))}" for k in differ]
+        parts = [f"{_short(k)}={value_text(f.get(k))}" for k in differ]
         labels.append(" ".join([str(f.get("algo", "run"))] + parts))
     return labels
 
 
-def _value(v) -> str:
-    if v is None:
+def value_text(v) -> str:
+    """A configuration value as legends and tables show it: unset (None or NaN) is ``default``, a sequence
+    ``a,b``, a float in ``g`` format (``0.1``, ``1e-05``), anything else as ``str``. The one formatter of
+    swept values (``stabkit.atlas.names`` uses it too)."""
+    if v is None or isinstance(v, float) and math.isnan(v):
         return "default"
-    if isinstance(v, tuple):
+    if isinstance(v, (tuple, list)):
         return ",".join(map(str, v))
     return f"{v:g}" if isinstance(v, float) else str(v)

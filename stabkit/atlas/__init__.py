@@ -1,7 +1,10 @@
 """The stability atlas: every algorithm measured side by side on a suite of tasks (suites), pooled per cell
-with intervals (cells), the stability-accuracy frontier and the stability-generalisation link (link),
-figures and a self-contained page (figures, page, templates/), run as one resumable sweep (runner,
-estimate). Names are imported on first use (PEP 562): the CLI's start-up imports no torch through them."""
+with intervals (cells) and judged against each task's learning floor (floors), the stability-accuracy
+frontier and the stability-generalisation link (link), the cells' display names (names), figures and a
+self-contained page (figures, page, templates/; sweeppage gives any sweep such a page), run as one resumable
+sweep (runner, estimate) and topped up with more pairs where an interval is too wide (topup). Names are
+imported on first use (PEP 562): the CLI's start-up imports no torch through them.
+"""
 from stabkit.lazy import lazy_getattr
 
 _EXPORTS = {"run_atlas": "stabkit.atlas.runner", "AtlasRequest": "stabkit.atlas.runner",

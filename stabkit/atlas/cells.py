@@ -13,7 +13,7 @@ non-seed swept values) on a task under a perturbation. Its replicate units are t
 * test accuracy (classification) and test loss at T;
 * the tightest *valid* bound on D_T (``stabkit bounds``' registered bounds whose conditions hold) ÷ the
   measured D_T, named, or "no valid bound";
-* ``status``: ``ok``, ``no learning`` (below the task's floor, see :mod:`stabkit.atlas.suites`),
+* ``status``: ``ok``, ``no learning`` (below the task's floor, :mod:`stabkit.atlas.floors`),
   ``diverged at round t`` (kept, never dropped) or ``failed``; ``rank`` by D_T among the ``ok`` cells of
   its table (1 = most stable).
 """
@@ -29,13 +29,13 @@ from scipy import stats
 
 from stabkit.analysis.fits import TooFewPoints, fit_growth
 from stabkit.analysis.run_analysis import analyze
+from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.names import setting_name
 from stabkit.errors import ConfigError
 from stabkit.store.runstore import load_run
 from stabkit.sweep.manifest import read_manifest
 
 REPLICATES = ("seed", "pairs")  # replication, not setting: a cell pools every pair of every seed
-DEFAULT_FLOOR = (None, 0.9)  # (test-accuracy floor, final/initial train-loss ceiling) of a sweep outside a suite
 TABLE_KEYS = ("task", "perturb")  # one table per task and perturbation
 RATE = {"linear": ("c", "slope"), "power": ("p", "exponent"), "saturating": ("rho", "rate ρ"),
         "exponential": ("r", "rate r")}
@@ -120,9 +120,8 @@ def cell_key(job: JobResult, row_axes: list) -> tuple:
 
 
 def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
-    """One row per cell (see the module docstring). ``learn_floor(task) -> (acc_floor, loss_ratio_ceiling)``
-    gives the learning floor of a task (default :data:`DEFAULT_FLOOR`: the final training loss must be at
-    most 0.9 x the initial one)."""
+    """One row per cell (see the module docstring). ``learn_floor(task) -> LearningFloor`` gives the learning
+    floor of a task (default :data:`~stabkit.atlas.floors.DEFAULT_FLOOR` for every task)."""
     axes = list(dict.fromkeys(a for j in jobs for a in j.params if a not in (*REPLICATES, *TABLE_KEYS)))
     groups: dict = {}
     for job in jobs:
@@ -201,13 +200,7 @@ def _tightest(jobs: list) -> dict:
 
 
 def _learning_status(row: dict, learn_floor) -> str:
-    """``ok`` or why the cell's model does not learn: a test accuracy below the floor where one is set
-    (classification), else a final training loss above ``ratio`` x the initial one (or not finite)."""
-    acc_floor, ratio = learn_floor(row["task"]) if learn_floor else DEFAULT_FLOOR
-    acc = row.get("test_acc", np.nan)
-    if acc_floor is not None and np.isfinite(acc):
-        return "ok" if acc >= acc_floor else f"no learning (test acc {acc:.3f} < {acc_floor:g})"
-    start, end = row.get("initial_train_loss", np.nan), row.get("train_loss", np.nan)
-    if not np.isfinite(end) or (np.isfinite(start) and end > ratio * start):
-        return f"no learning (train loss {end:.3g} > {ratio:g} x initial {start:.3g})"
-    return "ok"
+    """``ok`` or why the cell's model does not learn (:class:`~stabkit.atlas.floors.LearningFloor`)."""
+    floor = learn_floor(row["task"]) if learn_floor else DEFAULT_FLOOR
+    return floor.status(row.get("test_acc", np.nan), row.get("initial_train_loss", np.nan),
+                        row.get("train_loss", np.nan))

@@ -10,14 +10,9 @@ import io
 import pandas as pd
 
 from stabkit.config.runconfig import RunConfig
+from stabkit.run.evalbudget import evaluated_rounds
 
 CAL_ROUNDS, CAL_STEPS = 2, 2
-
-
-def _evaluations(rounds: int, eval_every) -> int:
-    """Evaluated rounds of a job: 0, every ``eval_every``-th, and T (every round by default on small data)."""
-    every = eval_every or 1
-    return rounds // every + 1 + (rounds % every != 0)
 
 
 def projected_seconds(jobs: list, workers: int = 1) -> dict:
@@ -39,7 +34,7 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
             metrics = pd.read_csv(io.BytesIO(result["files"]["metrics.csv"]))
             evaluated = max(int(metrics.dropna(subset=["train_loss_a"])["round"].nunique()), 1)
             train = times["train_s"] / CAL_ROUNDS * cfg["local_steps"] / cal["local_steps"] * cfg["rounds"]
-            evals = times["eval_s"] / evaluated * _evaluations(cfg["rounds"], cfg.get("eval_every"))
+            evals = times["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
             fixed = result["wall_s"] - times["train_s"] - times["eval_s"]
             per_job[key] = train + evals + fixed
         total += per_job[key]

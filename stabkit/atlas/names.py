@@ -2,7 +2,7 @@
 swept values as ``name value``."""
 from __future__ import annotations
 
-import math
+from stabkit.analysis.labels import value_text
 
 
 def algo_title(algo) -> str:
@@ -17,14 +17,8 @@ def algo_title(algo) -> str:
     return getattr(cls, "title", None) or getattr(cls, "name", str(algo))
 
 
-def _value(v) -> str:
-    if v is None or isinstance(v, float) and math.isnan(v):
-        return "default"
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def setting_name(values: dict) -> str:
     """``FedAvg, lr 0.1``: the algorithm by its title first, then the other values; "all" if none vary."""
     parts = [algo_title(values["algo"])] if "algo" in values else []
-    parts += [f"{k.removeprefix('hp.')} {_value(v)}" for k, v in values.items() if k != "algo"]
+    parts += [f"{k.removeprefix('hp.')} {value_text(v)}" for k, v in values.items() if k != "algo"]
     return ", ".join(parts) or "all"

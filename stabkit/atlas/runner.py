@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.atlas.cells import cell_table, read_jobs
+from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.page import write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
@@ -97,39 +98,15 @@ class AtlasRequest:
 
 def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress: Optional[Callable] = None) -> dict:
     """Validate, print the projected time, run the sweep into ``out/sweep`` and write the page to ``out``."""
-    from stabkit.sweep import parse_spec, run_sweep
-    from stabkit.sweep.runner import check_job_data
+    from stabkit.sweep import run_sweep
 
-    suite_name, data_dir, workers, seeds, pairs = req.suite, req.data_dir, req.workers, req.seeds, req.pairs
-    suite = scaled(get_suite(suite_name), seeds, pairs)
-    check_target(req.ci_target, req.max_units)
-    target = req.target(suite)
-    names = resolve_algos(req.algos)
     out = Path(out)
-    check_out(out, suite)
-    if suite.needs_data:
-        require(data_dir is not None, "data_dir", data_dir, f"the folder with the data files of suite {suite.name!r} "
-                "(--data-dir DIR; see the README's Data sets)")
-    spec_dict = suite_spec_dict(suite, names, data_dir)
-    spec = parse_spec(spec_dict, source=f"suite {suite.name}")
-    jobs = spec.jobs()
-    _check_same_sweep(out, spec)
-    if getattr(executor, "shares_files", True):
-        check_job_data(jobs)
-    if req.project or req.dry_run:
-        from stabkit.atlas.estimate import projected_seconds
-
-        est = projected_seconds(jobs, workers)
-        echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
-             f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
-             f"on {workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
-        if target is not None:
-            echo(f"then a top-up to ±{target:.0%} of D_T (its jobs and time are printed when the sweep has ended)")
+    suite, target, names, spec_dict, spec, jobs = _checked_suite(req, out, executor, echo)
     if req.dry_run:
         return {"jobs": len(jobs)}
     out.mkdir(parents=True, exist_ok=True)
     meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
-            "seeds": seeds, "pairs": pairs, "ci_target": target, "max_units": req.max_units}
+            "seeds": req.seeds, "pairs": req.pairs, "ci_target": target, "max_units": req.max_units}
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
     manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
@@ -142,6 +119,38 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     atomic_write_json(out / ATLAS_FILE, meta)
     counts = {k: sum(m.counts().get(k, 0) for m in manifests) for k in manifests[0].counts()}
     return {**atlas_page(out, jobs), "counts": counts}
+
+
+def _checked_suite(req: AtlasRequest, out: Path, executor, echo: Callable) -> tuple:
+    """Everything checked before a job starts (suite, top-up target, algorithms, ``out``, data files), and the
+    projected time printed. Returns ``(suite, target, algorithm names, spec dict, spec, jobs)``."""
+    from stabkit.sweep import parse_spec
+    from stabkit.sweep.runner import check_job_data
+
+    suite = scaled(get_suite(req.suite), req.seeds, req.pairs)
+    check_target(req.ci_target, req.max_units)
+    target = req.target(suite)
+    names = resolve_algos(req.algos)
+    check_out(out, suite)
+    if suite.needs_data:
+        require(req.data_dir is not None, "data_dir", req.data_dir, f"the folder with the data files of suite "
+                f"{suite.name!r} (--data-dir DIR; see docs/tasks.md)")
+    spec_dict = suite_spec_dict(suite, names, req.data_dir)
+    spec = parse_spec(spec_dict, source=f"suite {suite.name}")
+    jobs = spec.jobs()
+    _check_same_sweep(out, spec)
+    if getattr(executor, "shares_files", True):
+        check_job_data(jobs)
+    if req.project or req.dry_run:
+        from stabkit.atlas.estimate import projected_seconds
+
+        est = projected_seconds(jobs, req.workers)
+        echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
+             f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
+             f"on {req.workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
+        if target is not None:
+            echo(f"then a top-up to ±{target:.0%} of D_T (its jobs and time are printed when the sweep has ended)")
+    return suite, target, names, spec_dict, spec, jobs
 
 
 def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, manifests: list, executor,
@@ -177,12 +186,12 @@ def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True)
     ``with_topup``, every top-up pass's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    floors = {t.name: (t.acc_floor, t.loss_ratio_ceiling) for t in suite.tasks}
+    floors = {t.name: t.floor for t in suite.tasks}
     jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
     for k in range(1, PASSES + 1) if with_topup else ():
         if (out / topup_dir(k) / "manifest.json").is_file():
             jobs += read_jobs(out / topup_dir(k))
-    return cell_table(jobs, learn_floor=lambda task: floors.get(task, (None, 0.9)))
+    return cell_table(jobs, learn_floor=lambda task: floors.get(task, DEFAULT_FLOOR))
 
 
 def atlas_page(out, jobs: Optional[list] = None) -> dict:

@@ -6,12 +6,11 @@ on a laptop's CPU; ``paper`` uses the papers' presets (data files from ``--data-
 cluster; ``ci`` is the small suite shrunk to seconds, for the tests.
 
 **Learning rates** (:data:`POLICY`, printed on the page). Every algorithm of a task runs at the task's shared client lr, K, B and T (the
-README's default run on digits: η_l = 0.05, K = 10, B = 16; the same on the convex and quadratic tasks,
+default run on digits: η_l = 0.05, K = 10, B = 16; the same on the convex and quadratic tasks,
 where L = 1), at its paper-default hyperparameters, with server lr η = 1 — so algorithms are compared at
-equal settings, not each at its own tuned lr. A cell whose model does not learn at that setting (final
-test accuracy below the task's ``acc_floor``, or, for regression, final training loss above
-``loss_ratio_ceiling`` × its initial value) is flagged ``no learning`` and kept out of rankings, frontier
-and correlations: stability at an lr that does not train says nothing. The ``paper`` suite applies each
+equal settings, not each at its own tuned lr. A cell whose model does not learn at that setting (below its
+task's :class:`~stabkit.atlas.floors.LearningFloor`) is flagged ``no learning`` and kept out of rankings,
+frontier and correlations: stability at an lr that does not train says nothing. The ``paper`` suite applies each
 paper's code readings per algorithm (``stabkit presets``), e.g. FedAdam's η = 0.1.
 """
 from __future__ import annotations
@@ -19,16 +18,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from stabkit.atlas.floors import DEFAULT_FLOOR, LearningFloor
 from stabkit.config.presets import preset_reading, preset_values
 from stabkit.errors import require
-
-POLICY = ("Every algorithm of a task runs at the task's shared client lr, K, B and T (η_l = 0.05, K = 10, B = 16 "
-          "on every small-suite task, the README's default digits run; L = 1 on the quadratic), at its "
-          "paper-default hyperparameters and server lr η = 1, so all are compared at equal settings; no per-"
-          "algorithm tuning. A cell whose model does not learn there (final test accuracy below the task's floor: "
-          "digits 0.5, Synthetic 0.25, chance 0.1; regression: final training loss above 0.75 x its initial value) "
-          "is flagged 'no learning' and kept out of the rankings, the frontier and the correlations. The paper "
-          "suite applies each paper's code reading per algorithm (stabkit presets), e.g. FedAdam's η = 0.1.")
 
 
 @dataclass(frozen=True)
@@ -38,8 +30,7 @@ class SuiteTask:
     name: str
     title: str
     values: dict                      # config keys (as in a sweep spec's base) every algorithm shares here
-    acc_floor: float | None = None    # classification: final test accuracy below this = "no learning"
-    loss_ratio_ceiling: float = 0.5   # regression: final / initial train loss above this = "no learning"
+    floor: LearningFloor = DEFAULT_FLOOR  # below it, the task's model is said not to learn
     preset: str | None = None         # the paper preset whose per-algorithm code readings apply
     pairs: dict = field(default_factory=dict)  # perturbation -> pairs per job (default: the suite's)
 
@@ -71,21 +62,28 @@ _SHARED = dict(lr=0.05, local_steps=10, batch_size=16, global_lr=1.0, pairs=8, r
 # Pairs per job: sample perturbation acts only when the replaced sample is drawn, so its D_T varies far more
 # between pairs (coefficient of variation 0.6-1.2 at T = 100, against 0.02-0.3 under client perturbation).
 _SMALL_TASKS = (
-    SuiteTask("digits", "digits MLP (non-convex)", dict(task="digits", model="mlp"), acc_floor=0.5,
-              pairs={"client": 8, "sample": 32}),
+    SuiteTask("digits", "digits MLP (non-convex)", dict(task="digits", model="mlp"),
+              LearningFloor(acc=0.5), pairs={"client": 8, "sample": 32}),
     SuiteTask("synthetic", "Synthetic(1,1) logistic (convex)", dict(task="synthetic", model="logistic"),
-              acc_floor=0.25, pairs={"client": 8, "sample": 32}),
+              LearningFloor(acc=0.25), pairs={"client": 8, "sample": 32}),
     SuiteTask("quadratic", "quadratic, L = 1, μ = 0.1 (known constants)", dict(task="quadratic", model="linear"),
-              loss_ratio_ceiling=0.75, pairs={"client": 16, "sample": 32}),
+              LearningFloor(loss_ratio=0.75), pairs={"client": 16, "sample": 32}),
 )
 # The same tasks at CI size (16 rounds of K = 5 do not train digits to 0.5: its floor there is 0.25).
 _CI_TASKS = (
-    SuiteTask("digits", "digits MLP (non-convex)", dict(task="digits", model="mlp"), acc_floor=0.25),
-    SuiteTask("synthetic", "Synthetic(1,1) logistic (convex)", dict(task="synthetic", model="logistic"),
-              acc_floor=0.25),
-    SuiteTask("quadratic", "quadratic, L = 1, μ = 0.1 (known constants)", dict(task="quadratic", model="linear"),
-              loss_ratio_ceiling=0.75),
+    dataclasses.replace(_SMALL_TASKS[0], floor=LearningFloor(acc=0.25), pairs={}),
+    dataclasses.replace(_SMALL_TASKS[1], pairs={}),
+    dataclasses.replace(_SMALL_TASKS[2], pairs={}),
 )
+
+# The page's policy line, its floors read from the small suite's tasks.
+POLICY = ("Every algorithm of a task runs at the task's shared client lr, K, B and T (η_l = 0.05, K = 10, B = 16 "
+          "on every small-suite task, stabkit pair's default digits run; L = 1 on the quadratic), at its "
+          "paper-default hyperparameters and server lr η = 1, so all are compared at equal settings; no per-"
+          "algorithm tuning. A cell whose model does not learn there ("
+          + "; ".join(f"{t.name}: {t.floor.describe()}" for t in _SMALL_TASKS) + "; chance accuracy is 0.1) "
+          "is flagged 'no learning' and kept out of the rankings, the frontier and the correlations. The paper "
+          "suite applies each paper's code reading per algorithm (stabkit presets), e.g. FedAdam's η = 0.1.")
 
 SUITES = {
     "small": Suite("small", "digits MLP, Synthetic(1,1) logistic and a quadratic with known constants; "
@@ -101,9 +99,9 @@ SUITES = {
                    "each algorithm's code reading (stabkit presets fedsagd-cifar10 / fedsagd-emnist); data files "
                    "from --data-dir; for a GPU or a cluster",
                    (SuiteTask("cifar10", "CIFAR-10, FedAvg CNN (FedSAGD Setting I)", preset_values("fedsagd-cifar10"),
-                              acc_floor=0.2, preset="fedsagd-cifar10"),
+                              LearningFloor(acc=0.2), preset="fedsagd-cifar10"),
                     SuiteTask("emnist_l", "EMNIST-L a-j, logistic (FedSAGD Setting II)",
-                              preset_values("fedsagd-emnist"), acc_floor=0.2, preset="fedsagd-emnist")),
+                              preset_values("fedsagd-emnist"), LearningFloor(acc=0.2), preset="fedsagd-emnist")),
                    seeds=(0,), common=dict(pairs=4), needs_data=True),
 }
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stabkit.atlas.cells import DEFAULT_FLOOR, cell_table, read_jobs
+from stabkit.atlas.cells import cell_table, read_jobs
+from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.page import write_page
 from stabkit.sweep.manifest import read_manifest
 
@@ -15,8 +16,8 @@ def sweep_page(root, out=None) -> dict:
     root = Path(root)
     name = read_manifest(root)["spec"].get("name", "sweep")
     out = Path(out) if out else root / "report"
-    policy = (f"Cells are flagged 'no learning' (kept out of rankings and correlations) when their final training "
-              f"loss is above {DEFAULT_FLOOR[1]:g} x its initial value.")
+    policy = (f"Cells are flagged 'no learning' (kept out of rankings and correlations) at a "
+              f"{DEFAULT_FLOOR.describe()}.")
     return write_page(cell_table(read_jobs(root)), root, out, title=f"stabkit sweep {name}",
                       description=f"sweep directory {root}", command=f"stabkit report {root} --html",
                       policy=policy)

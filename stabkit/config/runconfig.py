@@ -9,18 +9,16 @@ one-line :class:`~stabkit.errors.ConfigError`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-import yaml
-
 from stabkit.algorithms.relaxed_init import AGGREGATIONS as RI_AGGREGATIONS
 from stabkit.config.fields import check_field_types, option
 from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions
 from stabkit.errors import ConfigError, require
+from stabkit.store.mapping import read_mapping
 from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
@@ -236,22 +234,6 @@ def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
         raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
     cfg = RunConfig.from_dict(read_mapping(path, "resume", "run's config.json"))
     return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
-
-
-def read_mapping(path, field: str, what: str) -> dict:
-    """A YAML (.yaml/.yml) or JSON file holding a mapping, e.g. a run config or a sweep spec; a missing,
-    unparsable or non-mapping file is a one-line ConfigError naming ``field`` and ``what`` was expected."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"invalid {field}={str(path)!r}: no such file (expected a .yaml/.yml/.json {what})")
-    try:
-        data = yaml.safe_load(p.read_text()) if p.suffix in (".yaml", ".yml") else json.loads(p.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"invalid {field}={str(path)!r}: not valid {p.suffix[1:] or 'json'} "
-                          f"({type(e).__name__})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"invalid {field}={str(path)!r}: expected a mapping in the {what}")
-    return data
 
 
 def _is_real(x) -> bool:

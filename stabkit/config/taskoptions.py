@@ -42,8 +42,8 @@ class TaskOptions:
     npz_path: str | None = option(None, "npz file with arrays x, y, client (optional x_test, y_test)")
     # the papers' data sets read from their published files (cifar10, cifar100, mnist, ...)
     data_dir: str | None = option(None, "directory with a paper data set's published files (cifar10, cifar100, "
-                                        "mnist, fashion_mnist, emnist_l, shakespeare, tinyimagenet; README "
-                                        "'Data sets')")
+                                        "mnist, fashion_mnist, emnist_l, shakespeare, tinyimagenet; see "
+                                        "docs/tasks.md)")
 
     def __post_init__(self) -> None:
         check_field_types(self, {"seed": "data_seed"})

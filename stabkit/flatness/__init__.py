@@ -1,12 +1,14 @@
-"""Flatness and sharpness of global (and client) models: the FedSWA paper's landscape procedure (fedswa.md §3.9).
+"""Flatness and sharpness of global (and client) models, measured as the FedSWA paper argues through them.
 
 * ``objective``: a weighted training loss of many models at once (loss, gradient, Hessian-vector product);
 * ``hessian``: Lanczos top eigenvalues with convergence, Hutchinson trace with its standard error;
 * ``sharpness``: SAM sharpness by projected ascent, average-direction sharpness (Monte Carlo);
 * ``measure``: all scalar measures of a batch of models (``SharpnessSettings`` records every choice);
 * ``runlog``: ``--sharpness-rounds``, measured during a paired run (``RUN/sharpness.csv``);
+* ``saved``: ``stabkit sharpness`` on a run's saved models;
 * ``directions``, ``surfaces``, ``replay``, ``landscape``, ``plots``: ``stabkit landscape`` (L1, L2, the paired slice);
-* ``claims``: the verdicts on the paper's flatness claims F1-F4 from a sweep's jobs.
+* ``claims`` and ``report``: the verdicts on the paper's flatness claims F1-F4 and the flatness part of a
+  sweep's report.
 
-It needs the model and the data, so it sits beside the engine; ``analysis`` does not import it.
+It needs the model and the data, so it sits above the engine; ``analysis`` does not import it.
 """

@@ -11,7 +11,9 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -22,14 +24,21 @@ PROBE_BYTES = 64 << 20  # parameter memory of the models one batched Hutchinson 
 @dataclass
 class Spectrum:
     """Per model (arrays of length Q): top eigenvalues ``top [Q, k]`` (descending), smallest Ritz value,
-    iterations used, relative residuals of lambda_max and lambda_k, and whether ``tol`` was met."""
+    iterations used, relative residuals of lambda_max and lambda_k, whether the Krylov space was exhausted
+    (the values are then exact), and whether ``tol`` was met (``converged``, set by :func:`lanczos`; the
+    iteration asks :meth:`converged_at` as it goes)."""
 
     top: np.ndarray
     smallest: np.ndarray
     iterations: np.ndarray
     residual_max: np.ndarray
     residual_k: np.ndarray
-    converged: np.ndarray
+    exhausted: np.ndarray
+    converged: Optional[np.ndarray] = None
+
+    def converged_at(self, tol: float) -> np.ndarray:
+        """Per model: exact, or both relative residuals at most ``tol``."""
+        return self.exhausted | ((self.residual_max <= tol) & (self.residual_k <= tol))
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -71,27 +80,10 @@ def lanczos(hvp, theta: torch.Tensor, k: int = 5, max_iter: int = 60, tol: float
         safe = torch.as_tensor(np.where(active, beta[:, j], 1.0), dtype=w.dtype, device=w.device)
         basis.append(torch.where(torch.as_tensor(active, device=w.device)[:, None], w / safe[:, None],
                                  torch.zeros_like(w)))
-    return result.spectrum(tol)
+    return dataclasses.replace(result, converged=result.converged_at(tol))
 
 
-@dataclass
-class _Ritz:
-    top: np.ndarray
-    smallest: np.ndarray
-    iterations: np.ndarray
-    residual_max: np.ndarray
-    residual_k: np.ndarray
-    exhausted: np.ndarray
-
-    def converged_at(self, tol: float) -> np.ndarray:
-        return self.exhausted | ((self.residual_max <= tol) & (self.residual_k <= tol))
-
-    def spectrum(self, tol: float) -> Spectrum:
-        return Spectrum(self.top, self.smallest, self.iterations, self.residual_max, self.residual_k,
-                        self.converged_at(tol))
-
-
-def _ritz(alpha: np.ndarray, beta: np.ndarray, size: np.ndarray, k: int) -> _Ritz:
+def _ritz(alpha: np.ndarray, beta: np.ndarray, size: np.ndarray, k: int) -> Spectrum:
     """Ritz values of each model's tridiagonal T (its first ``size[q]`` rows) and their residuals,
     relative to |lambda_max|; a model whose Krylov space is exhausted has exact Ritz values."""
     Q = alpha.shape[0]
@@ -115,7 +107,7 @@ def _ritz(alpha: np.ndarray, beta: np.ndarray, size: np.ndarray, k: int) -> _Rit
         res_k[q] = last[n - 1] / scale if n == k else np.inf
         if exhausted[q]:
             res_k[q] = 0.0
-    return _Ritz(top, smallest, np.minimum(size, alpha.shape[1]), res_max, res_k, exhausted)
+    return Spectrum(top, smallest, np.minimum(size, alpha.shape[1]), res_max, res_k, exhausted)
 
 
 @dataclass

@@ -16,7 +16,6 @@ Every choice is returned in ``choices`` (written to ``landscape.json``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +26,11 @@ from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.memory import require_memory
 from stabkit.engine.threads import threads_for
-from stabkit.errors import ConfigError, require
+from stabkit.errors import require
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
+from stabkit.store.runstore import read_json
 from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
 
 
@@ -72,13 +72,7 @@ class LandscapeSettings:
 def load_run_config(run_dir) -> RunConfig:
     path = Path(run_dir) / "config.json"
     require(path.is_file(), "run", str(run_dir), "a run directory written by `stabkit pair` (no config.json)")
-    try:
-        recorded = json.loads(path.read_text())
-    except (ValueError, OSError) as e:  # truncated or edited by hand; unreadable
-        raise ConfigError(f"invalid run={str(run_dir)!r}: its config.json cannot be read "
-                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
-    require(isinstance(recorded, dict), "run", str(run_dir), "a run whose config.json holds a mapping")
-    return RunConfig.from_dict(recorded)
+    return RunConfig.from_dict(read_json(path, "config"))  # truncated or edited by hand: one line
 
 
 def grid_bytes(points: int) -> float:

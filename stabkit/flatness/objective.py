@@ -62,7 +62,7 @@ class Objective:
         expresses) takes a double backward through its grouped graph with the n x Q models side by side; the
         others forward-over-reverse ``torch.func`` with the n tangents batched by ``vmap`` over one shared
         primal: the forward and backward at theta run once for all n vectors, not n times (LeNet-5's
-        100-probe trace: see the README's Performance section)."""
+        100-probe trace: see docs/performance.md)."""
         n, Q, d = V.shape
         grouped = self.model.grouped()
         if grouped is not None:

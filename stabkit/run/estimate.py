@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stabkit.run.evalbudget import evaluated_rounds
+
 # Real sizes (train, test) of the image sets whose files :mod:`stabkit.tasks.fixtures` writes as arrays.
 REAL_SIZES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "mnist": (60_000, 10_000),
               "fashion_mnist": (60_000, 10_000), "emnist_l": (48_000, 8_000)}  # EMNIST: letters a-j, the part read
@@ -120,7 +122,7 @@ def estimate_run(run, rounds: int = 2) -> Estimate:
     samples = lambda e: sum(len(part[1]) for part in (e.train, e.val, e.test))  # noqa: E731
     full_s = eval_s if cfg.eval_fraction >= 1 else eval_s * _all_samples(run) / samples(ev)
     T, every = cfg.rounds, cfg.eval_every
-    evaluations = sum(1 for t in range(T) if t % every == 0)  # rounds 0..T-1; the last one is full_s
+    evaluations = evaluated_rounds(T, every) - 1  # on the subset; the last round's (all data) is full_s
     schedule = (("every round" if every == 1 else f"every {every} rounds") + " on " +
                 ("all data" if cfg.eval_fraction >= 1 else f"{cfg.eval_fraction:.0%} of the data"))
     return Estimate(round_s, rounds, eval_s, full_s, evaluations, T, cfg.pairs, peak_bytes(dev), dev.type,

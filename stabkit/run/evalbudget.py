@@ -28,6 +28,17 @@ EVAL_COST = 1.3  # an evaluated sample-gradient costs this many training ones (F
 #                  benchmarks/long_runs.py measured 1.3; the loss pass keeps per-sample losses, in chunks)
 
 
+
+def evaluates(t: int, rounds: int, every: int) -> bool:
+    """Whether round ``t`` of a run of ``rounds`` rounds is evaluated: round 0, every ``every``-th, and the last."""
+    return t % every == 0 or t == rounds
+
+
+def evaluated_rounds(rounds: int, every: int) -> int:
+    """How many of the rounds 0..``rounds`` :func:`evaluates` picks, counted without walking the rounds (a run
+    may have 10^9 of them)."""
+    return rounds // every + 1 + (rounds % every != 0)
+
 @dataclass(frozen=True)
 class EvalPlan:
     every: int

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stabkit.errors import ConfigError
+from stabkit.store.mapping import read_mapping
 from stabkit.store.outdir import check_writable, prepare_dir
 
 if TYPE_CHECKING:  # annotations only: imported on use
@@ -96,16 +97,10 @@ def load_run(path) -> pd.DataFrame:
     return df
 
 
-def read_json(path: Path, what: str):
-    """The object in the JSON file ``path``; a corrupted file raises a one-line ``ConfigError`` naming it."""
-    try:
-        obj = json.loads(Path(path).read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"invalid {what} file {str(path)!r}: not valid JSON ({_first_line(e)}); restore it or "
-                          f"rerun the run that wrote it") from None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"invalid {what} file {str(path)!r}: expected a JSON object, got {type(obj).__name__}")
-    return obj
+def read_json(path: Path, what: str) -> dict:
+    """The mapping in the run's JSON file ``path`` (``what``: config, summary, constants), refused as
+    :func:`~stabkit.store.mapping.read_mapping` refuses a damaged file, with how to repair it."""
+    return read_mapping(path, what, f"{what} file of a run", hint="; restore it or rerun the run that wrote it")
 
 
 def _first_line(e: Exception) -> str:

@@ -1,6 +1,8 @@
-"""Sweeps: grids of paired runs (spec), their state (manifest), where they run (executors), the driver
-(runner) and the combined tables and figures (report). The names are imported on first use (PEP 562), so
-the CLI's start-up does not import torch through them."""
+"""Sweeps: grids of paired runs (spec, one job each: job), their state (manifest), one sweep per directory
+at a time (lock), where they run (executors), the driver (runner) and the combined tables and figures
+(report). The names are imported on first use (PEP 562), so the CLI's start-up does not import torch through
+them.
+"""
 from stabkit.lazy import lazy_getattr
 
 REPORT_FORMATS = ("csv", "parquet")  # tidy-table formats of ``stabkit report`` (stabkit.sweep.report)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stabkit.analysis.labels import value_text
 from stabkit.analysis.run_analysis import analyze
 from stabkit.errors import ConfigError, require
 from stabkit.flatness.report import flatness_report
@@ -143,13 +144,7 @@ def _write_table(df: pd.DataFrame, out: Path, fmt: str) -> Path:
 
 def _label(params: dict, settings: list) -> str:
     """``axis=value, ...``; an unset value (None, or NaN in a table) reads "default"."""
-    return ", ".join(f"{k}={_shown(params[k])}" for k in settings) or "all"
-
-
-def _shown(v) -> str:
-    if v is None or isinstance(v, float) and np.isnan(v):
-        return "default"
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return ", ".join(f"{k}={value_text(params[k])}" for k in settings) or "all"
 
 
 def draw_figures(name: str, settings: list, jobs: pd.DataFrame, analyses: dict, out: Path) -> list:

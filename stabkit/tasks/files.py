@@ -15,7 +15,7 @@ from stabkit.errors import ConfigError, require
 def data_dir(opts: TaskOptions, task: str) -> Path:
     """The ``data_dir`` option as a directory that exists."""
     require(opts.data_dir is not None, "data_dir", opts.data_dir,
-            f"a directory holding the {task} files (needed by task {task}; see README 'Data sets')")
+            f"a directory holding the {task} files (needed by task {task}; see docs/tasks.md)")
     path = Path(opts.data_dir)
     require(path.is_dir(), "data_dir", opts.data_dir, f"an existing directory holding the {task} files")
     return path

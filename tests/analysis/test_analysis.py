@@ -127,3 +127,14 @@ def test_holds_is_decided_where_the_bound_is_defined():
     assert rows["b.below"]["undefined_cause"] == "NaN from t = 3"
     assert rows["b.nan"]["holds"] is None and rows["b.nan"]["undefined"] == 5
     assert rows["b.nan"]["undefined_cause"] == "NaN at every round: constant 'L' missing"
+
+
+def test_one_formatter_of_swept_values_in_legends_tables_and_reports():
+    from stabkit.analysis.labels import distinct_labels, value_text
+    from stabkit.atlas.names import setting_name
+
+    shown = [value_text(v) for v in (None, float("nan"), np.float64(0.5), 0.1, 1e-5, 3, (0, 50), [1, 2], "x")]
+    assert shown == ["default", "default", "0.5", "0.1", "1e-05", "3", "0,50", "1,2", "x"]
+    assert setting_name({"algo": "fedavg", "lr": 0.1, "hp.beta": None}) == "FedAvg, lr 0.1, beta default"
+    assert distinct_labels([{"algo": "fosm", "hp": {"beta": 0.5}}, {"algo": "fosm", "hp": {"beta": None}}]) == \
+        ["fosm beta=0.5", "fosm beta=default"]

@@ -385,7 +385,7 @@ DAMAGE_MESSAGE = {
     "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
     "missing_model": "pair0_b.pt': missing", "string_model": "pair0_a.pt': holds a str, not a state dict",
     "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
-    "corrupt_config": "its config.json cannot be read (JSONDecodeError", "list_config": "config.json holds a mapping",
+    "corrupt_config": "config.json': not valid json (Expecting", "list_config": "config.json': expected a mapping",
     "header_only": "metrics.csv holds no round, only its header",
 }
 

@@ -13,9 +13,11 @@ READINGS = [(name, algo) for name, p in PRESETS.items() for algo in p.readings]
 @pytest.mark.parametrize("name,algo", READINGS)
 def test_every_reading_is_a_valid_run(name, algo):
     reading = preset_reading(name, algo)
-    assert reading.spec.split()[0].endswith(".md") and (reading.hp or reading.run)
+    assert ("code" in reading.spec or "paper" in reading.spec) and (reading.hp or reading.run)  # says its source
     cfg = RunConfig.from_dict({**preset_values(name), **reading.run, "algo": algo, "hp": reading.hp})
-    assert build_algorithm(algo, cfg.hp).p is not None
+    params = build_algorithm(algo, cfg.hp).p
+    assert {k: getattr(params, k) for k in reading.hp} == reading.hp  # each reading reaches the algorithm
+    assert {k: cfg.to_dict()[k] for k in reading.run} == reading.run  # and each run option the config
 
 
 def test_the_issue_readings_are_there():
@@ -49,11 +51,11 @@ def test_pair_applies_the_reading_under_options(tmp_path, capsys):
     assert (c["hp"], c["global_lr"], c["ri_aggregation"]) == ({}, 1.0, "model_avg")
 
 
-def test_presets_command_lists_readings_with_their_spec_items(capsys):
+def test_presets_command_lists_readings_with_their_sources(capsys):
     code, out, _ = cli(["presets", "fedswa-cifar10"], capsys)
     assert code == 0 and "fedsagd-cifar10" not in out
     assert "--algo fedmoswa: --hp gamma=0.1 --hp init=first_upload --hp denominator=code" in out
-    assert "follows fedswa.md §1.10" in out
+    assert "follows the FedSWA authors' code (FedSWAS)" in out
     code, out, _ = cli(["presets"], capsys)
     assert "code readings for: fedlnag, fedanag, mimelite, fedadam" in out
     code, _, err = cli(["presets", "fedavg-mnist"], capsys)

@@ -18,20 +18,30 @@ ULPS = ROUNDING_ULPS * ROUNDS * 10
 
 
 def _rounds(monkeypatch, chunk_pairs, algo, perturb, **kw):
-    """Records, final models and carried state after ROUNDS rounds of 5 pairs, in chunks of ``chunk_pairs``."""
-    run = PairedRun(RunConfig(algo=algo, perturb=perturb, pairs=5, rounds=ROUNDS, constants=False, **kw))
+    """Records, logged rows, final models and carried state after ROUNDS rounds of 5 pairs, in chunks of
+    ``chunk_pairs``: local discrepancies logged in round 2, the clients kept in round 3 (a sharpness round)."""
+    run = PairedRun(RunConfig(algo=algo, perturb=perturb, pairs=5, rounds=ROUNDS, constants=False,
+                              local_rounds=(1,), sharpness_rounds=(ROUNDS,), **kw))
     per_pair = 2 * run.engine.s * run.engine.x.shape[-1] * run.engine.x.element_size()
     monkeypatch.setattr(paired, "CHUNK_BYTES", chunk_pairs * per_pair)
     assert run.engine.pairs_per_chunk() == chunk_pairs
-    recs = [run.engine.step(t, track_local=t == 1, keep_clients=t == 2) for t in range(ROUNDS)]
-    return recs, run.engine
+    recs = [run.step() for _ in range(ROUNDS)]
+    return recs, run
 
 
 @pytest.mark.parametrize("algo,perturb", [("fedavg", "sample"), ("scaffold", "client"), ("feddyn", "sample"),
                                           ("mimelite", "client"), ("fedsam", "client"), ("fedsagd", "sample")])
 def test_chunked_rounds_equal_one_batch_to_rounding(monkeypatch, algo, perturb):
-    whole, e1 = _rounds(monkeypatch, 5, algo, perturb)
-    chunked, e2 = _rounds(monkeypatch, 2, algo, perturb)  # chunks of 2, 2 and 1 pairs
+    whole, run1 = _rounds(monkeypatch, 5, algo, perturb)
+    chunked, run2 = _rounds(monkeypatch, 2, algo, perturb)  # chunks of 2, 2 and 1 pairs
+    e1, e2 = run1.engine, run2.engine
+    for logged in ("rows", "local_rows"):  # the metrics and local logs, every column
+        a, b = getattr(run1, logged), getattr(run2, logged)
+        assert len(a) == len(b) > 0, logged
+        for r1, r2 in zip(a, b):
+            assert r1.keys() == r2.keys(), logged
+            for k in r1:
+                assert_equal_to_rounding(r2[k], r1[k], ULPS, f"{logged} {k}")
     assert_equal_to_rounding(e2.x, e1.x, ULPS, "x")
     assert not torch.equal(e1.x[:, 0], e1.x[:, 1])
     for kind in ("server", "client_state"):
@@ -72,7 +82,7 @@ def test_conv_net_rounds_in_chunks_equal_one_batch_to_rounding(monkeypatch):
         run = PairedRun(w.config(4), task=w.task())
         per_pair = 2 * run.engine.s * run.engine.x.shape[-1] * run.engine.x.element_size()
         monkeypatch.setattr(paired, "CHUNK_BYTES", chunk_pairs * per_pair)
-        recs = [run.engine.step(t) for t in range(2)]
+        recs = [run.step() for _ in range(2)]
         return run.engine.x, recs[-1].theta_max
 
     (x1, n1), (x2, n2) = final(4), final(1)

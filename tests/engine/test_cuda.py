@@ -1,7 +1,7 @@
 """The engine on a GPU: same trajectories as on the CPU, deterministic, fast path equal to torch.func.
 
 Runs only where CUDA is present (the project's CI has no GPU; these were run on a lent H100, see the
-README's Performance section). Everything else in the suite runs on the CPU.
+docs/performance.md). Everything else in the suite runs on the CPU.
 """
 import numpy as np
 import pytest

@@ -10,10 +10,8 @@ from stabkit.run.experiment import PairedRun
 
 def _run(perturb="sample", pairs=4, **kw):
     run = PairedRun(RunConfig(perturb=perturb, pairs=pairs, rounds=3, dtype="float64", constants=False, **kw))
-    rec = None
-    for t in range(3):
-        rec = run.engine.step(t)
-    return run, rec
+    recs = [run.step() for _ in range(3)]
+    return run, recs[-1]
 
 
 @pytest.mark.parametrize("task,model,fraction", [("digits", "mlp", 1.0), ("synthetic", "logistic", 0.3),

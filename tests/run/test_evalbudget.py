@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
-from stabkit.run.evalbudget import EXACT_SAMPLES, MIN_SAMPLES, SHARE, plan_evaluation
+from stabkit.run.evalbudget import EXACT_SAMPLES, MIN_SAMPLES, SHARE, evaluated_rounds, evaluates, plan_evaluation
 from stabkit.run.experiment import PairedRun
 
 
@@ -73,3 +73,16 @@ def test_time_line_has_the_sharpness_share_including_round_0_and_no_estimated_sh
     assert t["sharpness_s"] > 0 and 0 < t["sharpness_share"] < 1
     assert t["wall_s"] >= t["train_s"] + t["eval_s"] + t["sharpness_s"]  # round 0's work inside the total
     assert ", sharpness " in format_summary(summary)
+
+
+def test_evaluated_rounds_counts_what_a_run_evaluates_in_constant_time(tmp_path):
+    """One owner of the schedule: the count equals the rounds a run logs metrics for, and the rounds the
+    predicate picks, whatever the rounds and interval; 10^9 rounds cost nothing to count."""
+    for rounds in range(1, 30):
+        for every in range(1, 12):
+            picked = [t for t in range(rounds + 1) if evaluates(t, rounds, every)]
+            assert evaluated_rounds(rounds, every) == len(picked)
+    assert (evaluated_rounds(10, 3), evaluated_rounds(9, 3), evaluated_rounds(10 ** 9, 7)) == (5, 4, 142857144)
+    run_pair(RunConfig(rounds=10, pairs=1, eval_every=3, constants=False), out=tmp_path / "r")
+    logged = load_run(tmp_path / "r").dropna(subset=["train_loss_a"])["round"].tolist()
+    assert logged == [0, 3, 6, 9, 10] == [t for t in range(11) if evaluates(t, 10, 3)]

@@ -87,12 +87,12 @@ DAMAGE = {
             "metrics.csv is cut off in line"),
     "empty": (lambda d: (d / "metrics.csv").write_text(""), "metrics.csv is empty"),
     "no_columns": (lambda d: (d / "metrics.csv").write_text("a,b\n1,2\n"), "lacks the columns round, pair, disc"),
-    "summary": (lambda d: (d / "summary.json").write_text('{"status": '), "invalid summary file"),
-    "constants": (lambda d: (d / "constants.json").write_text("xx"), "invalid constants file"),
-    "config": (lambda d: (d / "config.json").write_text("{"), "invalid config file"),
+    "summary": (lambda d: (d / "summary.json").write_text('{"status": '), "invalid summary="),
+    "constants": (lambda d: (d / "constants.json").write_text("xx"), "invalid constants="),
+    "config": (lambda d: (d / "config.json").write_text("{"), "invalid config="),
     "config_keys": (lambda d: (d / "config.json").write_text("{}"), "config.json has no hp_resolved"),
     "config_types": (lambda d: (d / "config.json").write_text('{"hp_resolved": {}, "rounds": "many"}'), "rounds"),
-    "config_list": (lambda d: (d / "config.json").write_text("[1]"), "expected a JSON object, got list"),
+    "config_list": (lambda d: (d / "config.json").write_text("[1]"), "expected a mapping in the config file of a run, got list"),
 }
 
 

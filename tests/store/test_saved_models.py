@@ -48,7 +48,7 @@ def test_a_run_saves_models_that_reload_into_the_module_and_reproduce_its_logged
         for pair, states in enumerate(load_models(tmp_path, t)):
             for traj, state in zip("ab", states):
                 module = build_model(task.default_model, task).double()
-                module.load_state_dict(state)  # README's three lines
+                module.load_state_dict(state)  # the three lines of docs/paired-runs.md
                 with torch.no_grad():
                     out = module(x_test.double())
                 loss = float(F.cross_entropy(out, y_test))

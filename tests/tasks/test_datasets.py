@@ -123,7 +123,7 @@ def test_missing_and_malformed_files_name_file_place_and_format(tmp_path):
 
 def test_presets_listing_and_precedence(tmp_path, capsys):
     code, out, _ = cli(["presets"], capsys)
-    assert code == 0 and all(name in out for name in PRESETS) and "fedsagd.md §5.1 Setting I" in out
+    assert code == 0 and all(name in out for name in PRESETS) and "FedSAGD paper, experiments, Setting I" in out
     assert preset_values("fedsagd-cifar10") == dict(
         task="cifar10", model="fedavg_cnn", partition="dirichlet", clients=200, participation=0.02, batch_size=50,
         local_steps=25, rounds=2000, lr=0.1, lr_decay=0.998, weight_decay=1e-3, dirichlet_alpha=0.3)

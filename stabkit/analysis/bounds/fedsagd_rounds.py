@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from stabkit.algorithms.fedsagd import local_weight
 from stabkit.analysis.bounds.base import contraction_sum, hp_value, iterate
 
 
@@ -43,10 +44,9 @@ class RoundInputs(NamedTuple):
 
 
 def local_beta(hp: dict) -> float:
-    """FedSAGD's weight of v_t in the local step (line 9), the beta of its bounds: ``beta_local``, or ``beta``
-    when that is unset (none or not given), as in the algorithm."""
-    beta = hp.get("beta_local")
-    return hp_value(hp, "fedsagd", "beta") if beta is None else beta
+    """FedSAGD's weight of v_t in the local step, the beta of its bounds, from the run's hyperparameters
+    (:func:`stabkit.algorithms.fedsagd.local_weight`; ``beta_local`` not given reads as unset)."""
+    return local_weight(hp_value(hp, "fedsagd", "beta"), hp.get("beta_local"))
 
 
 def fedsagd_constants(eta_l, K: int, lam: float, mu: float) -> dict:

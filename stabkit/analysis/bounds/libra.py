@@ -297,9 +297,20 @@ class LibraRun(NamedTuple):
     pr: Problem
     c: float
     cond: dict  # the conditions every Libra bound carries
+    psi: float  # the largest psi_0 over the rounds
+    beta: float  # the run as an FOSM: server SGD is beta = 0, nu = 1
+    nu: float
+    horizons: np.ndarray  # t = 0..T, the horizons the closed forms are evaluated at
+    eta_tilde: float  # the largest eta_l eta_g over the rounds
+
+    def fosm_cond(self) -> dict:
+        """The conditions of every FOSM bound: the common ones and eq. (25)."""
+        eq25 = bool(np.all(self.eg * self.nu <= 2 * (1 + self.beta)))
+        return dict(self.cond, **{"eta_g nu <= 2(1+beta) (eq. 25)": eq25})
 
 
 def _common(st: Setting) -> LibraRun:
+    """The prologue of every registered Libra bound: the run's lrs, problem, conditions and FOSM view."""
     T, K = st.T, st.K
     lr = st.round_lrs()
     eg = np.full(T, float(st.global_lr))
@@ -317,7 +328,8 @@ def _common(st: Setting) -> LibraRun:
         "b/n_i <= 1/2 (Lemma 5)": bool(st.b / st.n <= 0.5),
         "full participation s == M (theory)": bool(st.s == st.M),
     }
-    return LibraRun(lr, eg, pr, c, cond)
+    return LibraRun(lr, eg, pr, c, cond, psi_max, *_beta_nu(st), np.arange(T + 1, dtype=float),
+                    float(np.max(lr * eg)))
 
 
 def _beta_nu(st: Setting):
@@ -334,10 +346,6 @@ def _beta_nu(st: Setting):
 
 def _const_lr(lr):
     return bool(np.allclose(lr, lr[0], rtol=0, atol=0))
-
-
-def _eq25(r: LibraRun, beta, nu) -> dict:
-    return {"eta_g nu <= 2(1+beta) (eq. 25)": bool(np.all(r.eg * nu <= 2 * (1 + beta)))}
 
 
 def _risk(st: Setting, r: LibraRun) -> Risk:
@@ -374,8 +382,7 @@ def stability_server_sgd(st: Setting) -> list:
 def stability_fosm_bound(st: Setting) -> list:
     """S-FOSM (eq. 25 literal, "paper") and S-FOSM-3 (Lemma 3, "corrected")."""
     r = _common(st)
-    beta, nu = _beta_nu(st)
-    cond = dict(r.cond, **_eq25(r, beta, nu))
+    beta, nu, cond = r.beta, r.nu, r.fosm_cond()
     out = []
     for three, form in ((False, "paper"), (True, "corrected")):
         s = stability_fosm(r.lr, r.eg, r.pr, beta, nu, three=three)
@@ -389,11 +396,9 @@ def stability_fosm_bound(st: Setting) -> list:
 def thm2_bound(st: Setting) -> list:
     """Thm 2 closed forms over horizons t = 1..T (paper and zeta-safe), and the Step-3 form (eq. 22)."""
     r = _common(st)
-    c, p = r.c, 1.0
-    psi = (1 + p) * float(np.max(psi0(r.lr, r.pr.L, st.K)))
+    c, p, t, et = r.c, 1.0, r.horizons, r.eta_tilde
+    psi = (1 + p) * r.psi
     psig = psi_sigma(r.pr, p)
-    t = np.arange(st.T + 1, dtype=float)
-    et = float(np.max(r.lr * r.eg))
     cond = dict(r.cond, **{"eta_l <= 1 (eta~ <= eta_g)": bool(np.all(r.lr <= 1))})
     der = {"c": c, "psi": psi, "psi_sigma": psig}
     return [
@@ -410,12 +415,8 @@ def thm2_bound(st: Setting) -> list:
 def fosm_closed_bound(st: Setting) -> list:
     """FOSM closed form over horizons: geometric S_T(q) ("corrected") and (1+beta)^T (Thm 4, "paper")."""
     r = _common(st)
-    beta, nu = _beta_nu(st)
-    psi = float(np.max(psi0(r.lr, r.pr.L, st.K)))
+    beta, nu, psi, t, et, cond = r.beta, r.nu, r.psi, r.horizons, r.eta_tilde, r.fosm_cond()
     psig = psi_sigma(r.pr)
-    t = np.arange(st.T + 1, dtype=float)
-    et = float(np.max(r.lr * r.eg))
-    cond = dict(r.cond, **_eq25(r, beta, nu))
     der = {"beta": beta, "nu": nu, "c": r.c, "q": 2 * beta * (1 + beta)}
     return [Bound("libra.fosm_closed", st.algo, "disc_sq", form, f"{SRC} §3.1 FOSM closed form",
                   fosm_closed(t, psi, psig, r.c, et, beta, nu, factor=fac), conditions=dict(cond), derived=dict(der))
@@ -479,11 +480,11 @@ def e_min_registered(st: Setting) -> list:
 def e_min_fosm_registered(st: Setting) -> Bound:
     """E_min via eq. (35) (FOSM) at horizons t = 1..T, geometric beta-factor, phi-corrected."""
     r = _common(st)
-    beta, nu = _beta_nu(st)
+    beta, nu = r.beta, r.nu
     risk = _risk(st, r)
     vals = at_horizons(st.T, lambda t: e_min_fosm(t, *_mean_lrs(r, t), r.pr, risk, beta, nu)["value"])
     last = e_min_fosm(st.T, *_mean_lrs(r, st.T), r.pr, risk, beta, nu)
-    cond = dict(r.cond, **{"rho_hat > 0 (FOSM)": bool(last["rho_hat"] > 0)}, **_eq25(r, beta, nu),
+    cond = dict(r.cond, **{"rho_hat > 0 (FOSM)": bool(last["rho_hat"] > 0)}, **r.fosm_cond(),
                 **{"nu = 1 - beta (convergence proof covers the FedCM form only)": bool(abs(nu - (1 - beta)) < 1e-12)})
     return Bound("libra.e_min", st.algo, "excess_risk_min", "corrected", f"{SRC} §3.3 eq. (35) (L-U14)", vals,
                  conditions=cond, derived={k: v for k, v in last.items() if k != "value"})
@@ -493,11 +494,9 @@ def e_min_fosm_registered(st: Setting) -> Bound:
 def rate_registered(st: Setting) -> Bound:
     """Rate-only (5)/(6) vs T with unit constants (a shape for plotting, not a numeric bound)."""
     r = _common(st)
-    beta, nu = _beta_nu(st)
-    psi = float(np.max(psi0(r.lr, r.pr.L, st.K)))
-    t = np.arange(st.T + 1, dtype=float)
+    t = r.horizons
     with np.errstate(divide="ignore", invalid="ignore"):
-        v = rate_E5(t, r.pr, st.const("F0"), r.c, psi, beta=beta, nu=nu)
+        v = rate_E5(t, r.pr, st.const("F0"), r.c, r.psi, beta=r.beta, nu=r.nu)
     v[0] = np.nan
     return Bound("libra.rate", st.algo, "excess_risk_min", "rate", f"{SRC} §3.3 rate-only (5)/(6)", v,
                  conditions=r.cond, note="unit O(1) constants: shape only")
