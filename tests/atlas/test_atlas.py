@@ -8,11 +8,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers import cli
 
 from stabkit.atlas.cells import mean_ci
 from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
 from stabkit.atlas.suites import SUITES, suite_spec_dict
+from tests.helpers import cli
 
 ALGOS = "fedavg,scaffold,fedadam"
 CI_ARGS = ["--suite", "ci", "--algos", ALGOS, "--seeds", "1", "--pairs", "8", "--no-projection", "--workers", "1"]

@@ -2,10 +2,10 @@
 per cell, a new seed), as a second resumable sweep whose jobs pool into the same cells."""
 import pandas as pd
 import pytest
-from tests.helpers import cli
 
 from stabkit.atlas.suites import SUITES, suite_spec_dict
 from stabkit.atlas.topup import extra_units, seconds_per_pair, topup_dir, topup_spec
+from tests.helpers import cli
 
 
 def _cells(rows):
