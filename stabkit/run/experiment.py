@@ -31,7 +31,9 @@ from torch import nn
 
 from stabkit import __version__, plugins
 from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
+from stabkit.algorithms.dp import dp_before_ri, find_dp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
+from stabkit.algorithms.wrap import with_wrap
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.engine import cpucache
 from stabkit.engine.contract import CheckedAlgorithm
@@ -111,7 +113,7 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
     algo = build_algorithm(cfg.algo, cfg.hp)
     if cfg.algo not in ALGORITHMS:  # a plug-in: what its hooks return is checked on every call
         algo = CheckedAlgorithm(algo, cfg.algo)
-    algo = with_relaxed_init(algo, cfg.ri_beta, cfg.ri_aggregation)
+    algo = with_wrap(with_relaxed_init(dp_before_ri(algo, cfg.ri_beta), cfg.ri_beta, cfg.ri_aggregation), cfg.wrap)
     with torch.device("meta"):  # counts parameters and validates model/task compatibility, allocating nothing
         module = make_module()
     d = sum(p.numel() for p in module.parameters())
@@ -160,7 +162,8 @@ class PairedRun:
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(engine_settings(cfg), self.algo, self.model, self.data, self.nb, theta0)
-        if cfg.algo not in ALGORITHMS:  # a plug-in's hooks tried on round 1 before anything is written
+        if cfg.algo not in ALGORITHMS or find_dp(self.algo):  # a plug-in's hooks, or what a DP layer wraps,
+            # tried on round 1 before anything is written
             self.engine.try_round()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
@@ -236,6 +239,7 @@ class PairedRun:
         if rec is not None:
             cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms,
                         grad_evals=np.full(R, rec.grad_evals))
+            cols.update({} if rec.dp_sensitivity is None else {"dp_sensitivity": rec.dp_sensitivity})
         for name, v in eng.server.items():
             cols[f"disc_{name}"] = (v[:, 0] - v[:, 1]).norm(dim=-1).cpu().numpy()
             for j, tr in enumerate(TRAJ):
