@@ -10,8 +10,8 @@ with u the algorithm's uploads (clipped by the DP wrapper) and s the fixed cohor
 is the quantity whose worst case 2C/s the accountant assumes (``stabkit.privacy.accountant``). The differing
 client's algorithm state (per-client and server) is each trajectory's own. It is measured only in rounds where
 the differing client is in the cohort (a slot whose physical rows differ between A and B); elsewhere it is NaN:
-the round does not depend on that client at all, and the measured epsilon takes the worst case there
-(``stabkit.privacy.measured``). A round's extra work is two clients per pair, about 1/s of the round.
+its sensitivity had it been sampled is unknown, and the measured epsilon takes the worst case there
+(``stabkit.privacy.accountant``). The null pair has no differing client: 0 in every round. A round's extra work is two clients per pair, about 1/s of the round.
 """
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ import torch
 
 
 def measured_sensitivity(engine, t: int, rows: np.ndarray, idx: torch.Tensor) -> np.ndarray:
-    """``[R]`` measured sensitivity of round t from the engine's state before the round (NaN where no
-    sampled client differs); ``rows`` ``[R, 2, s]`` and ``idx`` the round's rows and minibatch positions."""
+    """``[R]`` measured sensitivity of round t from the engine's state before the round (NaN where the
+    differing client is not sampled, 0 for the null pair); ``rows`` ``[R, 2, s]`` and ``idx`` the round's rows and minibatch positions."""
+    if engine.nb.mode == "none":  # the null pair: no client differs, no round depends on one
+        return np.zeros(engine.R)
     out = np.full(engine.R, np.nan)
     differs = rows[:, 0, :] != rows[:, 1, :]
     pairs = np.flatnonzero(differs.any(axis=1))

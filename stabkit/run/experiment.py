@@ -49,6 +49,7 @@ from stabkit.errors import ConfigError, require
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
+from stabkit.privacy.runfile import run_schedule, write_privacy
 from stabkit.run.constants import estimate_constants, with_exact
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.init import initial_parameters
@@ -154,6 +155,7 @@ class PairedRun:
         make_module, model_label = _module_maker(cfg, self.task, model)
         self.cfg = cfg = cfg if model is None else cfg.replace(model=model_label)
         self.algo, self.device = check_run(cfg, self.task, make_module)
+        self.privacy = run_schedule(self.algo, self.task.num_train_clients, cfg.sampled_clients, cfg.rounds)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
         self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
@@ -355,6 +357,7 @@ class PairedRun:
     def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
         """Estimate the constants (unless off or interrupted) and write the summary."""
         df = load_run(out)
+        write_privacy(out, self.privacy, df, self.cfg.dp_noise)  # a DP run's epsilons (stabkit.privacy)
         times = {**self.times, "constants_s": 0.0}
         interrupted = self.interrupted
         constants = "off (--no-constants)" if not self.cfg.constants else "skipped: the rounds were interrupted"

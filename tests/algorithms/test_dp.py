@@ -115,9 +115,15 @@ def test_measured_sensitivity_is_the_differing_clients_clipped_update_difference
     assert np.all(rec.dp_sensitivity <= 2 * CLIP / 2 + 1e-12)
 
 
-def test_sensitivity_is_nan_where_no_client_differs_and_zero_on_the_null_pair_is_not_measured():
-    rec = perturbed_run(perturb="none").step()
-    assert np.all(np.isnan(rec.dp_sensitivity))
+def test_sensitivity_is_nan_where_the_differing_client_is_not_sampled_and_zero_on_the_null_pair():
+    assert np.all(perturbed_run(perturb="none").step().dp_sensitivity == 0)
+    cfg = RunConfig(algo="dp_fedavg", rounds=4, pairs=2, local_steps=K, batch_size="full", lr=LR, clients_per_round=1,
+                    perturb="client", client_mode="population", init="zeros", dtype="float64",
+                    task_options=TaskOptions(clients=2, heldout_clients=2))
+    run = PairedRun(cfg, task=tiny_task())
+    for _ in range(4):
+        rec = run.step()
+        assert np.array_equal(np.isnan(rec.dp_sensitivity), ~rec.hit.astype(bool))  # hit: the client is sampled
     assert perturbed_run(algo="fedavg").step().dp_sensitivity is None  # no DP layer: nothing measured
 
 
