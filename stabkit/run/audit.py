@@ -30,7 +30,7 @@ from stabkit.privacy.accountant import check_delta, epsilons
 from stabkit.privacy.audit import check_trials, epsilon_lower
 from stabkit.privacy.report import AUDIT_FILE
 from stabkit.store.atomic import atomic_write_json
-from stabkit.store.outdir import prepare_dir
+from stabkit.store.outdir import check_writable, prepare_dir
 
 STATISTIC = ("projection of the final model on the noiseless separating direction (x̄_B - x̄_A), centred at "
              "(x̄_A + x̄_B) / 2; x̄ from the same pairs with the noise off")
@@ -69,14 +69,14 @@ def run_audit(cfg: RunConfig, trials: int, delta: float, out: Optional[Path] = N
     delta = check_delta(delta)
     check_trials(trials, delta)
     if out is not None:
-        out = prepare_dir(out)
+        check_writable(out)  # refused up front; created only once the audit has a result
     scores_d, scores_d2, run = audit_scores(cfg, trials)
     result = epsilon_lower(scores_d, scores_d2, delta)
     accountant = epsilons(run.privacy, delta)
     record = {**result, "statistic": STATISTIC, "epsilon_accountant": accountant["epsilon"],
               "accountant": accountant, "schedule": run.privacy.to_dict(), "config": run.cfg.to_dict()}
     if out is not None:
-        atomic_write_json(out / AUDIT_FILE, record)
+        atomic_write_json(prepare_dir(out) / AUDIT_FILE, record)
     return record
 
 
