@@ -46,6 +46,12 @@ class DP(Wrapper):
     params_cls = DPParams
     tag, tag_title = "dp", "DP"
 
+    def __init__(self, inner=None, params=None):
+        super().__init__(inner, params)
+        if find_dp(self.inner) is not None:
+            raise ConfigError(f"invalid wrap='dp' around {self.inner.name}: it already adds DP noise (one DP "
+                              f"layer per run: its clip and noise are what the accountant counts)")
+
     def noise_std(self, sampled: int) -> float:
         """The standard deviation z C / s of the noise on the mean upload of s clients."""
         return self.p.noise_multiplier * self.p.clip / sampled
