@@ -14,11 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top: a room imports only rooms listed before it (and itself).
 LAYERS = [
-    ("stabkit", "stabkit.lazy", "stabkit.errors"),  # the package root: version and lazy exports only
+    ("stabkit", "stabkit.lazy", "stabkit.errors", "stabkit.extras"),  # the package root: version and lazy exports only
     ("stabkit.plugins",),
     ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure
     ("stabkit.store",),  # file formats of a run directory
     ("stabkit.algorithms",),
+    ("stabkit.privacy",),  # DP accounting, the audit's statistics, a DP run's privacy.json and report
     ("stabkit.config",),  # RunConfig, TaskOptions, presets
     ("stabkit.tasks",),
     ("stabkit.models",),
