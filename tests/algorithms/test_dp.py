@@ -154,3 +154,17 @@ def test_bad_dp_settings_are_one_line_errors(kw, message):
         PairedRun(RunConfig(rounds=1, pairs=1, task_options=TaskOptions(clients=2, heldout_clients=2),
                             clients_per_round=2, batch_size="full", **kw), task=tiny_task())
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_noise_and_sensitivity_do_not_depend_on_how_pairs_are_chunked(monkeypatch):
+    import stabkit.engine.paired as paired
+
+    whole = perturbed_run("independent", rounds=3)
+    records = [whole.step() for _ in range(3)]
+    assert whole.engine.pairs_per_chunk() == 2
+    monkeypatch.setattr(paired, "CHUNK_BYTES", 2 * 2 * 2 * 8)  # one pair's [2, s, d] float64 clients per chunk
+    chunked = perturbed_run("independent", rounds=3)
+    assert chunked.engine.pairs_per_chunk() == 1
+    for a in records:
+        assert np.array_equal(a.dp_sensitivity, chunked.step().dp_sensitivity)
+    assert torch.equal(whole.engine.x, chunked.engine.x)
