@@ -90,7 +90,9 @@ def epsilon_lower(scores_d, scores_d2, delta: float) -> dict:
     fp, fn = (int(v[0]) for v in _rates(scores_d[half:], scores_d2[half:], [threshold], side))
     fpr_hi, fnr_hi = float(upper_bound(fp, m)), float(upper_bound(fn, m))
     value = float(bound(fpr_hi, fnr_hi, delta))
-    return {"epsilon_lower": max(value, 0.0), "threshold": threshold, "side": "above" if side > 0 else "below",
+    point = float(bound(fp / m, fn / m, delta))  # the same formula on the rates seen (no confidence): inf at 0 errors
+    return {"epsilon_lower": max(value, 0.0), "epsilon_point": max(point, 0.0), "threshold": threshold,
+            "side": "above" if side > 0 else "below",
             "fpr": fp / m, "fnr": fn / m, "fpr_upper": fpr_hi, "fnr_upper": fnr_hi, "trials": n,
             "evaluated": m, "delta": delta, "confidence": CONFIDENCE}
 

@@ -71,8 +71,8 @@ def privacy_report(run_dir, delta: float, audit_dir=None) -> dict:
     return {"epsilon_accountant": accountant["epsilon"], "epsilon_measured": max(per_pair),
             "epsilon_audit_lower": audit["epsilon_lower"] if audit else None, "delta": delta,
             "accountant": accountant, "epsilon_measured_per_pair": per_pair,
-            "audit": audit and {k: audit[k] for k in ("epsilon_lower", "fpr", "fnr", "fpr_upper", "fnr_upper",
-                                                       "trials", "statistic")},
+            "audit": audit and {k: audit[k] for k in ("epsilon_lower", "epsilon_point", "fpr", "fnr", "fpr_upper",
+                                                       "fnr_upper", "trials", "statistic")},
             "dp_stability_bound": math.expm1(accountant["epsilon"]) + delta, "dp_noise": recorded["dp_noise"],
             "D_T": _final_mean(df, "disc"), "loss_difference": _loss_difference(df),
             "schedule": schedule.to_dict(), "run": str(run_dir)}
@@ -92,7 +92,8 @@ def report_text(r: dict) -> str:
     if r["audit"]:
         a = r["audit"]
         lines.append(f"  audit       >= {a['epsilon_lower']:.4g}  ({a['trials']} trials: FPR {a['fpr']:.4g} <= "
-                     f"{a['fpr_upper']:.4g}, FNR {a['fnr']:.4g} <= {a['fnr_upper']:.4g})")
+                     f"{a['fpr_upper']:.4g}, FNR {a['fnr']:.4g} <= {a['fnr_upper']:.4g}; the rates seen give "
+                     f"{a['epsilon_point']:.4g})")
     lines.append(f"DP => stability (Wang, Lei & Fienberg 2016, losses in [0, 1]): |E gen gap| <= e^eps - 1 + delta "
                  f"= {r['dp_stability_bound']:.4g}")
     diff = "n/a" if r["loss_difference"] is None else f"{r['loss_difference']:.4g}"
@@ -106,19 +107,20 @@ def _range(values) -> str:
 
 
 def plot_sandwich(r: dict, out: Path) -> list:
-    """The sandwich as a figure: audit interval, measured per pair, RDP and PLD accountants on one epsilon axis."""
-    from stabkit.plotting import plt, save
+    """The sandwich as a figure on one epsilon axis: the audit's interval (from its lower bound to the estimate of
+    the rates seen), the measured epsilon per pair, the RDP and PLD accountants."""
+    from stabkit.plotting import colors, plt, save
 
     fig, ax = plt.subplots(figsize=(6.0, 2.6))
-    rows = [("accountant (RDP)", [r["accountant"]["rdp"]]), ("accountant (PLD)", [r["accountant"]["pld"]]),
-            ("measured (pairs)", r["epsilon_measured_per_pair"])]
+    rows = [("measured (pairs)", r["epsilon_measured_per_pair"]), ("accountant (PLD)", [r["accountant"]["pld"]]),
+            ("accountant (RDP)", [r["accountant"]["rdp"]])]
     if r["audit"]:
-        rows.insert(0, ("audit lower bound", [r["audit"]["epsilon_lower"]]))
-    for y, (name, values) in enumerate(rows):
+        rows.insert(0, ("audit (lower bound .. rates seen)", [r["audit"]["epsilon_lower"], r["audit"]["epsilon_point"]]))
+    for y, ((name, values), color) in enumerate(zip(rows, colors(len(rows)))):
         finite = [v for v in values if math.isfinite(v)]
-        ax.plot(finite, np.full(len(finite), y), "o", ms=5)
+        ax.plot(finite, np.full(len(finite), y), "o", ms=5, color=color)
         if len(finite) > 1:
-            ax.hlines(y, min(finite), max(finite), lw=2)
+            ax.hlines(y, min(finite), max(finite), lw=2, color=color)
     ax.set_yticks(range(len(rows)), [name for name, _ in rows])
     ax.set_xlabel(f"epsilon at delta = {r['delta']:g}")
     ax.set_title("epsilon_audit <= epsilon_measured <= epsilon_accountant")
