@@ -29,6 +29,7 @@ from stabkit.errors import ConfigError
 from stabkit.privacy.accountant import check_delta, epsilons
 from stabkit.privacy.audit import check_trials, epsilon_lower
 from stabkit.privacy.report import AUDIT_FILE
+from stabkit.run.experiment import PairedRun
 from stabkit.store.atomic import atomic_write_json
 from stabkit.store.outdir import check_writable, prepare_dir
 
@@ -39,8 +40,6 @@ STATISTIC = ("projection of the final model on the noiseless separating directio
 def audit_scores(cfg: RunConfig, trials: int) -> tuple:
     """``(scores on D, scores on D', run)``: ``trials`` pairs of ``cfg`` with independent noise, and their
     noiseless references; refused (one line) unless the algorithm has a DP layer."""
-    from stabkit.run.experiment import PairedRun  # the engine's builder, above this module
-
     run = PairedRun(cfg.replace(pairs=trials, dp_noise="independent", constants=False))
     if find_dp(run.algo) is None:
         raise ConfigError(f"invalid algo={cfg.algo!r}: this run adds no noise: epsilon = infinity (audit "
