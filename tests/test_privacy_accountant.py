@@ -73,8 +73,9 @@ def test_measured_epsilon_never_exceeds_the_accountants(sampled):
     assert epsilons(schedule, DELTA, np.zeros(schedule.rounds))["epsilon"] == 0.0
 
 
-def test_no_noise_is_infinite_epsilon_and_delta_must_be_in_0_1():
+def test_no_noise_is_infinite_epsilon_no_round_is_zero_and_delta_must_be_in_0_1():
     assert epsilons(Schedule(3, 4, 4, 1.0, 0.0), DELTA)["epsilon"] == math.inf
+    assert epsilons(Schedule(0, 4, 4, 1.0, 1.0), DELTA)["epsilon"] == 0.0  # a run stopped before its first round
     for bad in (0, 1, -0.1, 1.5, "x"):
         with pytest.raises(ConfigError, match="invalid delta="):
             epsilons(Schedule(3, 4, 4, 1.0, 1.0), bad)

@@ -106,7 +106,7 @@ def epsilons(schedule: Schedule, delta: float, sensitivities: Optional[np.ndarra
 def _ratio_counts(schedule: Schedule, sensitivities) -> Counter:
     """``{r: rounds}``: how many rounds have sensitivity r times the worst case (grid-rounded up, 0 dropped)."""
     if sensitivities is None:
-        return Counter({1.0: schedule.rounds})
+        return Counter({1.0: schedule.rounds} if schedule.rounds else {})
     s = np.asarray(sensitivities, dtype=float)
     require(len(s) == schedule.rounds, "sensitivities", len(s), f"one per round ({schedule.rounds})")
     r = np.where(np.isnan(s), 1.0, np.minimum(s / schedule.sensitivity, 1.0))
