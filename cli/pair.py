@@ -186,6 +186,11 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
+    from stabkit.privacy.runfile import summary_line
+
+    line = summary_line(out_dir)  # a DP run's epsilons
+    if line:
+        click.echo(line)
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)

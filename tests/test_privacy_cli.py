@@ -21,6 +21,13 @@ def dp_run(tmp_path_factory):
     return out
 
 
+def test_pair_prints_a_dp_runs_epsilons(tmp_path, capsys):
+    code, text, _ = cli(["pair", *SMALL, "--algo", "dp_fedavg", "--out", str(tmp_path / "r")], capsys)
+    record = json.loads((tmp_path / "r" / "privacy.json").read_text())
+    assert code == 0
+    assert f"epsilon_accountant {record['epsilon_accountant']:.4g} (pld)" in text
+
+
 def test_privacy_json_has_the_sandwich_keys_and_the_bound(dp_run, capsys):
     code, out, _ = cli(["privacy", str(dp_run), "--format", "json", "--delta", "1e-6"], capsys)
     assert code == 0
@@ -45,8 +52,9 @@ def test_audit_then_privacy_with_the_audit(dp_run, tmp_path, capsys):
 
 def test_noise_zero_is_allowed_and_says_epsilon_is_infinite(tmp_path, capsys):
     out = tmp_path / "quiet"
-    code, _, _ = cli(["pair", *SMALL, "--algo", "dp_fedavg", "--hp", "noise_multiplier=0", "--out", str(out)], capsys)
-    assert code == 0
+    code, text, _ = cli(["pair", *SMALL, "--algo", "dp_fedavg", "--hp", "noise_multiplier=0", "--out", str(out)],
+                        capsys)
+    assert code == 0 and "privacy: this run adds no noise: epsilon = infinity" in text
     code, text, _ = cli(["privacy", str(out)], capsys)
     assert code == 0 and "accountant  inf" in text
 
@@ -71,7 +79,8 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(args, message, tmp_pat
 
 def test_privacy_refuses_a_run_without_dp_and_a_delta_outside_0_1(dp_run, tmp_path, capsys):
     plain = tmp_path / "plain"
-    assert cli(["pair", *SMALL, "--out", str(plain)], capsys)[0] == 0
+    code, text, _ = cli(["pair", *SMALL, "--out", str(plain)], capsys)
+    assert code == 0 and "epsilon" not in text
     code, _, err = cli(["privacy", str(plain)], capsys)
     assert code == 2 and "this run adds no noise: epsilon = infinity" in err
     for bad in ("0", "1", "-1e-5"):

@@ -7,6 +7,7 @@ recomputes both for another delta from this file's schedule and the metrics.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -51,10 +52,24 @@ def privacy_record(schedule: Schedule, df, delta: float, dp_noise: str) -> dict:
             "measured_mean": float(np.mean([m["epsilon"] for m in measured])) if measured else 0.0}
 
 
+def summary_line(out: Path) -> Optional[str]:
+    """One line of a DP run's epsilons at the default delta for ``stabkit pair``'s summary (None without DP)."""
+    path = Path(out) / FILE
+    if not path.is_file():
+        return None
+    r = json.loads(path.read_text())
+    acc, measured = r["epsilon_accountant"], r["epsilon_measured"]
+    if acc is None:  # written as null: infinite
+        return f"privacy: this run adds no noise: epsilon = infinity (delta {r['delta']:g})"
+    return (f"privacy at delta {r['delta']:g}: epsilon_accountant {acc:.4g} ({r['accountant']['accountant']}), "
+            f"epsilon_measured {measured:.4g} (largest over pairs); `stabkit privacy {out}` for more")
+
+
 def write_privacy(out: Path, schedule: Optional[Schedule], df, dp_noise: str) -> None:
     """Write ``out/privacy.json`` for a DP run (nothing for a run without DP)."""
     if schedule is not None:
         atomic_write_json(Path(out) / FILE, privacy_record(schedule, df, DEFAULT_DELTA, dp_noise))
 
 
-__all__ = ["DEFAULT_DELTA", "FILE", "measured_epsilons", "privacy_record", "run_schedule", "write_privacy"]
+__all__ = ["DEFAULT_DELTA", "FILE", "measured_epsilons", "privacy_record", "run_schedule", "summary_line",
+           "write_privacy"]
