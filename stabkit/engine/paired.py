@@ -246,8 +246,7 @@ class PairedEngine:
                      keep_clients: bool) -> ChunkRound:
         """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
         algorithm's hooks in order, the carried per-client state written back for those pairs."""
-        pair_index = np.arange(pairs.start, pairs.stop)
-        ctx, at_rows, step_grad = self.context(t, pair_index, self.x[pairs], rows, idx)
+        ctx, at_rows, step_grad = self.context(t, pairs, self.x[pairs], rows, idx)
         uploads, new_client, y, norms, local_disc = self.clients_round(ctx, step_grad, track_local)
         means = {name: u.mean(dim=2) for name, u in uploads.items()}
         for name, value in self._declared("client_state", new_client).items():
@@ -256,22 +255,25 @@ class PairedEngine:
         return ChunkRound(x_new, self._declared("server_state", new_server), torch.stack(norms), local_disc,
                           y if keep_clients else None)
 
-    def context(self, t: int, pair_index: np.ndarray, x: torch.Tensor, rows: np.ndarray, idx: torch.Tensor):
-        """``(ctx, at_rows, step_grad)`` of round t for the pairs ``pair_index`` with global models ``x``
-        ``[R_c, 2, d]``, their clients' physical rows ``[R_c, 2, s_c]`` and minibatch positions: the round's
-        :class:`RoundContext` (state gathered for those pairs and rows), the index of those rows in the
-        per-client state, and the minibatch-gradient oracle of each local step."""
+    def context(self, t: int, pairs, x: torch.Tensor, rows: np.ndarray, idx: torch.Tensor):
+        """``(ctx, at_rows, step_grad)`` of round t for the pairs ``pairs`` (a slice, whose server state is then
+        a view, or an index array) with global models ``x`` ``[R_c, 2, d]``, their clients' physical rows
+        ``[R_c, 2, s_c]`` and minibatch positions: the round's :class:`RoundContext` (state gathered for those
+        pairs and rows), the index of those rows in the per-client state, and each local step's
+        minibatch-gradient oracle."""
         cfg, d = self.cfg, x.shape[-1]
         R, _, s = rows.shape
         rows_t = torch.as_tensor(rows, device=x.device)
         dev = rows_t.device
+        pair_index = np.arange(pairs.start, pairs.stop) if isinstance(pairs, slice) else pairs
         pair_t = torch.as_tensor(pair_index, device=dev)
         at_rows = (pair_t[:, None, None], torch.arange(2, device=dev)[None, :, None], rows_t)
+        sel = pairs if isinstance(pairs, slice) else pair_t
         step_grad, full_grad = self._grad_fns(rows_t, idx)
         lr = cfg.client_lr(t)
         lrs = tuple(self.algo.local_lrs(lr, cfg.local_steps))
         ctx = RoundContext(
-            t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[pair_t] for n, v in self.server.items()},
+            t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[sel] for n, v in self.server.items()},
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
             num_clients=self.M, sampled=self.s, full_grad_fn=full_grad, process=self._process,
