@@ -166,6 +166,11 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     out_dir = out_dir or default_out_dir(run.cfg)
     summary = _run_with_progress(run, out_dir, resume_dir is not None, quiet, overwrite, label)
     click.echo(format_summary(summary))
+    from stabkit.privacy.runfile import summary_line
+
+    line = summary_line(out_dir)  # a DP run's epsilons
+    if line:
+        click.echo(line)
     _exit_status(ctx, summary, out_dir)
 
 

@@ -19,6 +19,7 @@ LAYERS = [
     ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure
     ("stabkit.store",),  # file formats of a run directory
     ("stabkit.algorithms",),
+    ("stabkit.privacy",),  # DP accounting, the audit's statistics, a DP run's privacy.json and report
     ("stabkit.config",),  # RunConfig, TaskOptions, presets
     ("stabkit.tasks",),
     ("stabkit.models",),

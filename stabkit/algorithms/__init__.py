@@ -12,8 +12,9 @@ Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hoo
 * the interface: ``Algorithm`` (FedAvg's rules), ``HParams`` with ``hp`` / ``choice`` (hyperparameter
   fields), ``Given`` (state names that depend on a hyperparameter), ``RoundContext`` and ``Step`` (what the hooks see), ``descend`` (the local SGD step);
 * composition: ``Wrapper`` (delegates every hook to an inner algorithm) and the wrappers built on it,
-  ``SAM`` (+ ``SAMParams``: sharpness-aware ascent around any client rule) and ``RelaxedInit``
-  (+ ``RIParams``: FedInit's relaxed initialisation around any algorithm);
+  ``SAM`` (+ ``SAMParams``: sharpness-aware ascent around any client rule), ``RelaxedInit``
+  (+ ``RIParams``: FedInit's relaxed initialisation around any algorithm) and ``DP`` (+ ``DPParams``:
+  client-level differential privacy around any algorithm that uploads its model delta; ``--wrap dp:...``);
 * the server-optimizer slot (``stabkit.algorithms.server_opt``): ``Transform`` (an optax-style ``(init,
   update)`` pair applied to the mean upload) and ``ServerOpt`` (the wrapper that puts one in any algorithm's
   server; FedAdam and the FOSM family are built on it);
@@ -26,6 +27,7 @@ import pkgutil
 
 from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
+from stabkit.algorithms.dp import DP, DPParams
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
 from stabkit.algorithms.rules import (
     client_delta,
@@ -93,7 +95,7 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
     return dataclasses.asdict(build_algorithm(name, hp).p)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
+__all__ = ["ALGORITHMS", "Algorithm", "DP", "DPParams", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
            "SAMParams", "ServerOpt", "Step", "Transform", "Wrapper", "algorithm_class", "available_algorithms",
            "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
            "lookahead_server", "on_clients", "resolve_hp", "server_step"]

@@ -116,6 +116,7 @@ class RoundContext:
     sampled: int  # s, clients per round
     full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
     process: Callable  # (g, y) -> g as the engine treats every gradient (clipped; + wd y under placement gradient)
+    gaussian: Optional[Callable] = None  # purpose -> [R, 2, d] standard normals of the round (stabkit.engine.noise)
 
 
 class Step(NamedTuple):

@@ -23,6 +23,7 @@ from stabkit.analysis.excess_risk import fit_excess_risk, fitting_regime, minimu
 from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
+from stabkit.privacy.runfile import FILE as PRIVACY_FILE
 from stabkit.store.runstore import load_run, read_json
 
 
@@ -225,6 +226,8 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     path = Path(path)
     df, constants = _finite_rounds(path)
     setting = setting_from_run(df, constants)
+    if (path / PRIVACY_FILE).is_file():  # a DP run: its schedule, for the DP => stability bound
+        setting.privacy = read_json(path / PRIVACY_FILE, "privacy")
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
     seed, missing, fit = df.attrs["config"]["seed"], {}, None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from stabkit.algorithms.relaxed_init import AGGREGATIONS as RI_AGGREGATIONS
+from stabkit.algorithms.wrap import WRAP_HELP, parse_wrap
 from stabkit.config.fields import check_field_types, option
 from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions
 from stabkit.errors import ConfigError, require
@@ -26,6 +27,7 @@ ROUND_LIMIT = 2 ** 63 - 1  # rounds key the random streams and fill int64 log co
 PERTURBATIONS = ("client", "sample", "none")
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
+DP_NOISE = ("coupled", "independent")  # stabkit.engine.noise
 AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
 WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD spec's analysis
 
@@ -83,6 +85,10 @@ class RunConfig:
                             "x_t + β(x_t − their last local model); 0 = off")
     ri_aggregation: str = option("model_avg", "with RI: model_avg (FedInit paper) or delta_from_init "
                                  "(reference code)")
+    wrap: Optional[str] = option(None, WRAP_HELP)
+    dp_noise: str = option("coupled", "a DP algorithm's noise: coupled (the same draw for both runs of a pair, so "
+                           "D_T measures the algorithm) or independent (each run its own: the decoupled runs an "
+                           "audit needs)")
     dtype: str = option("float32", "float32 or float64")
     device: str = option("auto", "auto, cpu or cuda[:N]")
     init: str = option("default", "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both "
@@ -123,6 +129,8 @@ class RunConfig:
                 f"one of {', '.join(CLIENT_MODES)}")
         require(self.augment in AUGMENTATIONS, "augment", self.augment, f"one of {', '.join(AUGMENTATIONS)}")
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
+        require(self.dp_noise in DP_NOISE, "dp_noise", self.dp_noise, f"one of {', '.join(DP_NOISE)}")
+        parse_wrap(self.wrap)
 
     def _check_counts(self):
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):

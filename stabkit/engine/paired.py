@@ -26,12 +26,15 @@ import numpy as np
 import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
+from stabkit.algorithms.dp import find_dp
 from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
+from stabkit.engine.noise import gaussian
 from stabkit.engine.perturbation import Neighbours, active_swap
 from stabkit.engine.sampling import batch_positions, sample_clients
+from stabkit.engine.sensitivity import measured_sensitivity
 from stabkit.engine.threads import threads_for
 
 
@@ -50,6 +53,7 @@ class EngineSettings:
     weight_decay: float = 0.0
     weight_decay_placement: str = "direction"
     augment: str = "none"
+    dp_noise: str = "coupled"  # stabkit.engine.noise: coupled | independent | off
 
 
 @dataclass
@@ -63,6 +67,7 @@ class RoundRecord:
     local: list = field(default_factory=list)  # (k, l1 [R, 2], l2 [R], l3 [R]) at requested rounds
     grad_evals: float = 1.0  # minibatch/full gradient evaluations per client per local step
     clients: object = None  # [R, 2, s, d] the round's final local models, when asked for (keep_clients)
+    dp_sensitivity: object = None  # [R] DP algorithms: measured sensitivity, NaN where no client differs
 
 
 PREFETCH_BYTES = 64 << 20  # gather a round's minibatches up front when they take at most this much memory
@@ -104,6 +109,7 @@ class PairedEngine:
         self.full_batch = cfg.batch_size == "full"
         batch = int(data.n_np.max()) if self.full_batch else cfg.batch_size
         self.step_flops = model.flops_per_sample(data.x[:1], data.y[:1]) * R * 2 * self.s * batch
+        self.measure_sensitivity = find_dp(algo) is not None  # a DP algorithm's dp_sensitivity, every round
 
     def round_rows(self, t: int) -> tuple:
         """Logical sample S_t ``[R, s]`` and the physical rows ``[R, 2, s]`` each trajectory trains on."""
@@ -208,6 +214,8 @@ class PairedEngine:
         S, rows = self.round_rows(t)
         self._round = t
         idx = self._batches(t, rows)
+        # measured on the state before the round (its own gradient evaluations are not the round's)
+        sensitivity = measured_sensitivity(self, t, rows, idx) if self.measure_sensitivity else None
         self.grad_evals = 0
         size = self.pairs_per_chunk()
         parts = [self._chunk_round(t, slice(a, min(a + size, R)), rows[a:a + size], idx[a:a + size], track_local,
@@ -220,9 +228,9 @@ class PairedEngine:
                  for i, (k, *_) in enumerate(parts[0].local)]
         theta_max = norms.amax(dim=(0, 2, 3)).cpu().numpy()
         theta_rms = norms.pow(2).mean(dim=(0, 2, 3)).sqrt().cpu().numpy()
-        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local,
-                           self.grad_evals / (cfg.local_steps * len(parts)),
-                           join([p.clients for p in parts]) if keep_clients else None)
+        grad_evals = self.grad_evals / (cfg.local_steps * len(parts))
+        return RoundRecord(rows, self._hit(S, rows, idx), theta_max, theta_rms, local, grad_evals,
+                           join([p.clients for p in parts]) if keep_clients else None, sensitivity)
 
     def pairs_per_chunk(self) -> int:
         """Pairs whose round runs as one batch: on the CPU as many as fit ``CHUNK_BYTES`` of client tensors
@@ -239,22 +247,44 @@ class PairedEngine:
                      keep_clients: bool) -> ChunkRound:
         """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
         algorithm's hooks in order, the carried per-client state written back for those pairs."""
-        cfg, s, d = self.cfg, self.s, self.x.shape[-1]
-        x = self.x[pairs]
-        R = x.shape[0]
+        ctx, at_rows, step_grad = self.context(t, pairs, self.x[pairs], rows, idx)
+        uploads, new_client, y, norms, local_disc = self.clients_round(ctx, step_grad, track_local)
+        means = {name: u.mean(dim=2) for name, u in uploads.items()}
+        for name, value in self._declared("client_state", new_client).items():
+            self.client_state[name][at_rows] = value
+        x_new, new_server = self.algo.server_update(ctx, means)
+        return ChunkRound(x_new, self._declared("server_state", new_server), torch.stack(norms), local_disc,
+                          y if keep_clients else None)
+
+    def context(self, t: int, pairs, x: torch.Tensor, rows: np.ndarray, idx: torch.Tensor):
+        """``(ctx, at_rows, step_grad)`` of round t for the pairs ``pairs`` (a slice, whose server state is then
+        a view, or an index array) with global models ``x`` ``[R_c, 2, d]``, their clients' physical rows
+        ``[R_c, 2, s_c]`` and minibatch positions: the round's :class:`RoundContext` (state gathered for those
+        pairs and rows), the index of those rows in the per-client state, and each local step's
+        minibatch-gradient oracle."""
+        cfg, d = self.cfg, x.shape[-1]
+        R, _, s = rows.shape
         rows_t = torch.as_tensor(rows, device=x.device)
         dev = rows_t.device
-        at_rows = (torch.arange(pairs.start, pairs.stop, device=dev)[:, None, None],
-                   torch.arange(2, device=dev)[None, :, None], rows_t)
+        pair_index = np.arange(pairs.start, pairs.stop) if isinstance(pairs, slice) else pairs
+        pair_t = torch.as_tensor(pair_index, device=dev)
+        at_rows = (pair_t[:, None, None], torch.arange(2, device=dev)[None, :, None], rows_t)
+        sel = pairs if isinstance(pairs, slice) else pair_t
         step_grad, full_grad = self._grad_fns(rows_t, idx)
         lr = cfg.client_lr(t)
         lrs = tuple(self.algo.local_lrs(lr, cfg.local_steps))
         ctx = RoundContext(
-            t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[pairs] for n, v in self.server.items()},
+            t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[sel] for n, v in self.server.items()},
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
-            num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
-        algo = self.algo
+            num_clients=self.M, sampled=self.s, full_grad_fn=full_grad, process=self._process,
+            gaussian=lambda purpose: gaussian(cfg.seed, purpose, pair_index, t, d, cfg.dp_noise, x))
+        return ctx, at_rows, step_grad
+
+    def clients_round(self, ctx: RoundContext, step_grad, track_local: bool = False):
+        """The clients' part of a round: ``client_init``, the K local steps, ``client_final``. Returns
+        ``(uploads, new client state, final local models, gradient norms per step, local discrepancies)``."""
+        algo, cfg = self.algo, self.cfg
         y, local = algo.client_init(ctx)
         self._declared("local_state", local)
         start = y
@@ -262,7 +292,7 @@ class PairedEngine:
         for k in range(cfg.local_steps):
             if track_local:
                 local_disc.append((k, *_local_discrepancy(y)))
-            step = Step(k, lrs[k], step_grad(k))
+            step = Step(k, ctx.lrs[k], step_grad(k))
             g = step.grad(algo.grad_point(ctx, step, y, local))
             norms.append(torch.linalg.vector_norm(g, dim=-1))  # g.norm's kernel without its Python wrapper
             y_new, local = algo.client_step(ctx, step, y, local, ctx.process(g, y))
@@ -270,12 +300,7 @@ class PairedEngine:
         if track_local:
             local_disc.append((cfg.local_steps, *_local_discrepancy(y)))
         uploads, new_client = algo.client_final(ctx, start, y, self._declared("local_state", local))
-        means = {name: u.mean(dim=2) for name, u in uploads.items()}
-        for name, value in self._declared("client_state", new_client).items():
-            self.client_state[name][at_rows] = value
-        x_new, new_server = algo.server_update(ctx, means)
-        return ChunkRound(x_new, self._declared("server_state", new_server), torch.stack(norms), local_disc,
-                          y if keep_clients else None)
+        return uploads, new_client, y, norms, local_disc
 
     def try_round(self) -> None:
         """Run round 1 once and put the state back exactly (a plug-in algorithm's hooks are checked by

@@ -31,7 +31,9 @@ from torch import nn
 
 from stabkit import __version__, plugins
 from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
+from stabkit.algorithms.dp import dp_before_ri, find_dp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
+from stabkit.algorithms.wrap import with_wrap
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.engine import cpucache
 from stabkit.engine.contract import CheckedAlgorithm
@@ -48,6 +50,7 @@ from stabkit.errors import ConfigError, require
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
+from stabkit.privacy.runfile import run_schedule, write_privacy
 from stabkit.run.constants import estimate_constants, with_exact
 from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.init import initial_parameters
@@ -112,7 +115,7 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
     algo = build_algorithm(cfg.algo, cfg.hp)
     if cfg.algo not in ALGORITHMS:  # a plug-in: what its hooks return is checked on every call
         algo = CheckedAlgorithm(algo, cfg.algo)
-    algo = with_relaxed_init(algo, cfg.ri_beta, cfg.ri_aggregation)
+    algo = with_wrap(with_relaxed_init(dp_before_ri(algo, cfg.ri_beta), cfg.ri_beta, cfg.ri_aggregation), cfg.wrap)
     with torch.device("meta"):  # counts parameters and validates model/task compatibility, allocating nothing
         module = make_module()
     d = sum(p.numel() for p in module.parameters())
@@ -153,6 +156,7 @@ class PairedRun:
         make_module, model_label = _module_maker(cfg, self.task, model)
         self.cfg = cfg = cfg if model is None else cfg.replace(model=model_label)
         self.algo, self.device = check_run(cfg, self.task, make_module)
+        self.privacy = run_schedule(self.algo, self.task.num_train_clients, cfg.sampled_clients, cfg.rounds)
         dtype = getattr(torch, cfg.dtype)
         self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
         self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
@@ -161,7 +165,8 @@ class PairedRun:
         self.model = FlatModel(make_module(), self.task.kind, dtype, self.device)
         theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, make_module, self.model)
         self.engine = PairedEngine(engine_settings(cfg), self.algo, self.model, self.data, self.nb, theta0)
-        if cfg.algo not in ALGORITHMS:  # a plug-in's hooks tried on round 1 before anything is written
+        if cfg.algo not in ALGORITHMS or find_dp(self.algo):  # a plug-in's hooks, or what a DP layer wraps,
+            # tried on round 1 before anything is written
             self.engine.try_round()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
@@ -237,6 +242,7 @@ class PairedRun:
         if rec is not None:
             cols.update(hit=rec.hit.astype(int), theta_max=rec.theta_max, theta_rms=rec.theta_rms,
                         grad_evals=np.full(R, rec.grad_evals))
+            cols.update({} if rec.dp_sensitivity is None else {"dp_sensitivity": rec.dp_sensitivity})
         for name, v in eng.server.items():
             cols[f"disc_{name}"] = (v[:, 0] - v[:, 1]).norm(dim=-1).cpu().numpy()
             for j, tr in enumerate(TRAJ):
@@ -352,6 +358,7 @@ class PairedRun:
     def _finish(self, out: Path, status: str, diverged_round, done: int, snapshots: dict) -> dict:
         """Estimate the constants (unless off or interrupted) and write the summary."""
         df = load_run(out)
+        write_privacy(out, self.privacy, df, self.cfg.dp_noise)  # a DP run's epsilons (stabkit.privacy)
         times = {**self.times, "constants_s": 0.0}
         interrupted = self.interrupted
         constants = "off (--no-constants)" if not self.cfg.constants else "skipped: the rounds were interrupted"

@@ -66,7 +66,7 @@ def hp_value(hp: dict, algo: str, name: str):
 
 # Display names of the papers behind the bound families (the prefix of ``Bound.name``)
 PAPERS = {"fedsagd": "FedSAGD", "fedswa": "FedSWA", "libra": "Libra", "fedinit": "FedInit",
-          "hardt": "Hardt et al. 2016"}
+          "hardt": "Hardt et al. 2016", "dp": "DP => stability"}
 
 
 class UnknownHyperparameter(KeyError):
@@ -99,6 +99,7 @@ class Setting:
     constants: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)  # knobs of the bounds themselves, not of the algorithm (OPTIONS)
+    privacy: dict = field(default_factory=dict)  # a DP run's schedule and delta (privacy.json), {} for other runs
 
     def __post_init__(self):
         self.hp = Hyperparameters(self.hp)
@@ -200,6 +201,7 @@ def at_horizons(T: int, f: Callable, first: float = np.nan) -> np.ndarray:
 
 
 _REGISTRY: dict = {}  # algo -> list of (name, fn)
+DP_KEY = "+dp"  # bounds registered under this key apply to every DP run (Setting.privacy), whatever its algorithm
 _ENTRY_POINTS_LOADED = False
 
 
@@ -249,7 +251,7 @@ def bounds_for(setting: Setting) -> list:
     listed in the returned bounds' ``note`` of a placeholder with ``conditions={'constants available': False}``."""
     load_installed()
     out = []
-    for name, fn in _REGISTRY.get(setting.algo, []):
+    for name, fn in _REGISTRY.get(setting.algo, []) + (_REGISTRY.get(DP_KEY, []) if setting.privacy else []):
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # an exponential bound may be vacuous (inf)
                 result = fn(setting)

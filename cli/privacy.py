@@ -1,0 +1,36 @@
+"""``stabkit privacy RUN``: a DP run's epsilons (audit <= measured <= accountant) and the DP => stability bound."""
+from __future__ import annotations
+
+import click
+
+from stabkit.errors import ConfigError
+
+FORMATS = ("table", "json")
+
+
+@click.command()
+@click.argument("run")
+@click.option("--delta", default=1e-5, show_default=True, type=float, help="the delta of (epsilon, delta)-DP, in (0, 1)")
+@click.option("--audit", "audit_dir", default=None, metavar="AUDIT_DIR",
+              help="a folder written by `stabkit audit` for this algorithm and schedule: its lower bound joins the "
+                   "sandwich")
+@click.option("--format", "fmt", default="table", show_default=True, help="table or json (keys epsilon_accountant, "
+              "epsilon_measured, epsilon_audit_lower, delta, ...)")
+@click.option("--plot", is_flag=True, help="draw the sandwich to RUN/figures/privacy.png (and .pdf)")
+def privacy(run, delta, audit_dir, fmt, plot):
+    """Epsilon of a DP run: the accountant's, the one its measured sensitivities spent, and an audit's lower bound."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
+    from pathlib import Path
+
+    from stabkit.privacy.report import plot_sandwich, privacy_report, report_text
+    from stabkit.store.atomic import strict_json
+
+    report = privacy_report(run, delta, audit_dir)
+    click.echo(strict_json(report, indent=2) if fmt == "json" else report_text(report))
+    if plot:
+        paths = plot_sandwich(report, Path(run) / "figures")
+        click.echo(f"figure: {paths[0]}", err=fmt == "json")
+
+
+command = privacy

@@ -1,0 +1,75 @@
+"""A DP run's ``privacy.json``: its schedule, the accountant's epsilon and the measured one, at delta 1e-5.
+
+Written when the run finishes (also when it stops early: the schedule then has the rounds done, which is what the
+run spent). The measured epsilon is per pair (each pair is its own neighbouring instance), from the
+``dp_sensitivity`` column; the file's ``epsilon_measured`` is the largest over pairs. ``stabkit privacy RUN``
+recomputes both for another delta from this file's schedule and the metrics.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from stabkit.algorithms.dp import find_dp
+from stabkit.extras import require_extra
+from stabkit.privacy.accountant import Schedule, epsilons
+from stabkit.store.atomic import atomic_write_json
+
+DEFAULT_DELTA = 1e-5
+FILE = "privacy.json"
+
+
+def run_schedule(algo, clients: int, sampled: int, rounds: int) -> Optional[Schedule]:
+    """The schedule of a run of ``algo`` (None when it has no DP layer); the accounting library is required
+    now, before anything is written, since the run reports epsilon."""
+    dp = find_dp(algo)
+    if dp is None:
+        return None
+    require_extra("privacy")
+    return Schedule(rounds, clients, sampled, dp.p.clip, dp.p.noise_multiplier)
+
+
+def measured_epsilons(schedule: Schedule, df, delta: float) -> list:
+    """Per pair, the accountants' epsilons with the pair's measured sensitivities of the logged rounds."""
+    rounds = df[df["round"] >= 1].sort_values(["pair", "round"])
+    return [epsilons(schedule, delta, group["dp_sensitivity"].to_numpy(dtype=float))
+            for _, group in rounds.groupby("pair")]
+
+
+def privacy_record(schedule: Schedule, df, delta: float, dp_noise: str) -> dict:
+    """``privacy.json``'s content for the logged rounds of ``df`` (the schedule takes their number)."""
+    done = int(df["round"].max())
+    schedule = Schedule(done, schedule.clients, schedule.sampled, schedule.clip, schedule.noise_multiplier)
+    accountant = epsilons(schedule, delta)
+    measured = measured_epsilons(schedule, df, delta) if done else []
+    worst = max((m["epsilon"] for m in measured), default=0.0)
+    return {"schedule": schedule.to_dict(), "delta": delta, "dp_noise": dp_noise,
+            "epsilon_accountant": accountant["epsilon"], "accountant": accountant,
+            "epsilon_measured": worst, "measured_per_pair": measured,
+            "measured_mean": float(np.mean([m["epsilon"] for m in measured])) if measured else 0.0}
+
+
+def summary_line(out: Path) -> Optional[str]:
+    """One line of a DP run's epsilons at the default delta for ``stabkit pair``'s summary (None without DP)."""
+    path = Path(out) / FILE
+    if not path.is_file():
+        return None
+    r = json.loads(path.read_text())
+    acc, measured = r["epsilon_accountant"], r["epsilon_measured"]
+    if acc is None:  # written as null: infinite
+        return f"privacy: this run adds no noise: epsilon = infinity (delta {r['delta']:g})"
+    return (f"privacy at delta {r['delta']:g}: epsilon_accountant {acc:.4g} ({r['accountant']['accountant']}), "
+            f"epsilon_measured {measured:.4g} (largest over pairs); `stabkit privacy {out}` for more")
+
+
+def write_privacy(out: Path, schedule: Optional[Schedule], df, dp_noise: str) -> None:
+    """Write ``out/privacy.json`` for a DP run (nothing for a run without DP)."""
+    if schedule is not None:
+        atomic_write_json(Path(out) / FILE, privacy_record(schedule, df, DEFAULT_DELTA, dp_noise))
+
+
+__all__ = ["DEFAULT_DELTA", "FILE", "measured_epsilons", "privacy_record", "run_schedule", "summary_line",
+           "write_privacy"]
