@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top: a room imports only rooms listed before it (and itself).
 LAYERS = [
-    ("stabkit", "stabkit.lazy", "stabkit.errors"),  # the package root: version and lazy exports only
+    ("stabkit", "stabkit.lazy", "stabkit.errors", "stabkit.extras"),  # the package root: version, lazy exports,
+    # errors and the optional extras
     ("stabkit.plugins",),
     ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure
     ("stabkit.store",),  # file formats of a run directory

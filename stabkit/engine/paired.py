@@ -31,6 +31,7 @@ from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours, active_swap
+from stabkit.engine.rng import hash_keys
 from stabkit.engine.sampling import batch_positions, sample_clients
 from stabkit.engine.threads import threads_for
 
@@ -210,8 +211,8 @@ class PairedEngine:
         idx = self._batches(t, rows)
         self.grad_evals = 0
         size = self.pairs_per_chunk()
-        parts = [self._chunk_round(t, slice(a, min(a + size, R)), rows[a:a + size], idx[a:a + size], track_local,
-                                   keep_clients) for a in range(0, R, size)]
+        parts = [self._chunk_round(t, slice(a, min(a + size, R)), S[a:a + size], rows[a:a + size], idx[a:a + size],
+                                   track_local, keep_clients) for a in range(0, R, size)]
         join = (lambda ts, dim=0: ts[0]) if len(parts) == 1 else (lambda ts, dim=0: torch.cat(ts, dim))
         self.x = join([p.x for p in parts])
         self.server = {**self.server, **{n: join([p.server[n] for p in parts]) for n in parts[0].server}}
@@ -234,9 +235,9 @@ class PairedEngine:
             return self.R
         return min(self.R, CHUNK_BYTES // per_pair)
 
-    def _chunk_round(self, t: int, pairs: slice, rows: np.ndarray, idx: torch.Tensor, track_local: bool,
-                     keep_clients: bool) -> ChunkRound:
-        """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
+    def _chunk_round(self, t: int, pairs: slice, S: np.ndarray, rows: np.ndarray, idx: torch.Tensor,
+                     track_local: bool, keep_clients: bool) -> ChunkRound:
+        """Round t of the pairs ``pairs`` (their sample S_t, clients' physical rows and minibatch positions): the
         algorithm's hooks in order, the carried per-client state written back for those pairs."""
         cfg, s, d = self.cfg, self.s, self.x.shape[-1]
         x = self.x[pairs]
@@ -252,7 +253,9 @@ class PairedEngine:
             t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[pairs] for n, v in self.server.items()},
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
-            num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process)
+            num_clients=self.M, sampled=s, full_grad_fn=full_grad, process=self._process,
+            pairs=range(pairs.start, pairs.stop), cohort=S,
+            keys=hash_keys(cfg.seed, "host", np.arange(pairs.start, pairs.stop), t))
         algo = self.algo
         y, local = algo.client_init(ctx)
         self._declared("local_state", local)
@@ -269,7 +272,7 @@ class PairedEngine:
         if track_local:
             local_disc.append((cfg.local_steps, *_local_discrepancy(y)))
         uploads, new_client = algo.client_final(ctx, start, y, self._declared("local_state", local))
-        means = {name: u.mean(dim=2) for name, u in uploads.items()}
+        means = algo.combine(ctx, uploads)
         for name, value in self._declared("client_state", new_client).items():
             self.client_state[name][at_rows] = value
         x_new, new_server = algo.server_update(ctx, means)

@@ -1,0 +1,121 @@
+"""Driving a Message-API Flower strategy in-process, without a network (flwr 1.42).
+
+A round is what Flower's ServerApp loop does, minus the transport: ``configure_train`` is handed a stand-in
+grid whose ``get_node_ids()`` is the cohort stabkit sampled (the bridge set the sampling arguments so that the
+strategy takes all of it), each message is answered with
+``Message(RecordDict({"arrays": ArrayRecord, "metrics": MetricRecord({"num-examples": n})}), reply_to=m)``
+(through Flower's own client-side clipping mod when the strategy is a client-side differential-privacy
+wrapper), and ``aggregate_train`` returns the new arrays or None. The process's Flower task identity is set
+for the calls, Flower's INFO log silenced and the objects that exist before a call exempt from the
+garbage collections Flower starts; Python's ``random`` and ``numpy.random`` are seeded from a key
+of stabkit's coupled streams before each call (so both trajectories of a pair draw the same DP noise and break
+ties alike) and put back afterwards.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import random
+
+import numpy as np
+
+ARRAY = "theta"  # the key of the one (flat) parameter array in every ArrayRecord
+SERVER_NODE = 1  # Flower's SuperLink node id; client node ids are the logical client ids + NODE_OFFSET
+NODE_OFFSET = 2
+
+
+class CohortGrid:
+    """What ``configure_train`` reads from its grid: the ids of the connected nodes (the round's cohort)."""
+
+    def __init__(self, node_ids):
+        self._ids = [int(n) for n in node_ids]
+
+    def get_node_ids(self):
+        return list(self._ids)
+
+
+@contextlib.contextmanager
+def flower_calls(key: int, phase: int):
+    """Calls into Flower: task identity set, INFO log off, ``random`` and ``numpy.random`` seeded from
+    ``(key, phase)``; everything put back on exit."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    saved_ids = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, SERVER_NODE, 1
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    states = random.getstate(), np.random.get_state()
+    random.seed(key * 2 + phase)
+    np.random.seed([key & 0xFFFFFFFF, key >> 32, phase])
+    gc.freeze()  # Flower's ArrayRecord.to_numpy_ndarrays(keep_input=False) calls gc.collect(): without the
+    # freeze every call walks all of torch's objects (0.4 s per call, Bulyan's round took seconds); with it, the
+    # objects made since
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        logger.setLevel(level)
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved_ids
+
+
+def array_record(x: np.ndarray):
+    """A flat parameter vector as an ArrayRecord (its own copy)."""
+    from flwr.app import Array, ArrayRecord
+
+    return ArrayRecord({ARRAY: Array(np.array(x))})
+
+
+def configure(strategy, server_round: int, x: np.ndarray, node_ids) -> list:
+    """The strategy's train messages for the round, sorted by destination node id."""
+    from flwr.app import ConfigRecord
+
+    messages = strategy.configure_train(server_round, array_record(x), ConfigRecord(), CohortGrid(node_ids))
+    return sorted(messages, key=lambda m: m.metadata.dst_node_id)
+
+
+def config_of(message) -> dict:
+    """The config a train message sends (its ConfigRecord's items; empty if none)."""
+    records = list(message.content.config_records.values())
+    return dict(records[0]) if records else {}
+
+
+def reply(message, y: np.ndarray, num_examples: int, mod=None):
+    """The client's answer to ``message``: its trained parameters ``y`` and ``num-examples``, passed through
+    Flower's client ``mod`` (e.g. ``fixedclipping_mod``) when one is given."""
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    def answer(msg, _context):
+        return Message(RecordDict({"arrays": array_record(y), "metrics": MetricRecord({"num-examples": num_examples})}),
+                       reply_to=msg)
+
+    return answer(message, None) if mod is None else mod(message, None, answer)
+
+
+def client_mod(strategy):
+    """Flower's client-side mod a client-side differential-privacy wrapper expects of its clients, or None."""
+    from flwr.clientapp import mod
+    from flwr.serverapp.strategy import (
+        DifferentialPrivacyClientSideAdaptiveClipping,
+        DifferentialPrivacyClientSideFixedClipping,
+    )
+
+    if isinstance(strategy, DifferentialPrivacyClientSideAdaptiveClipping):
+        return mod.adaptiveclipping_mod
+    if isinstance(strategy, DifferentialPrivacyClientSideFixedClipping):
+        return mod.fixedclipping_mod
+    return None
+
+
+def unpack(arrays, d: int):
+    """The flat parameter vector in an aggregated ArrayRecord, or a one-line description of what is wrong."""
+    keys = list(arrays.keys())
+    if keys != [ARRAY]:
+        return f"arrays {keys}, expected one array {ARRAY!r}"
+    x = arrays[ARRAY].numpy()
+    if x.shape != (d,) or x.dtype.kind != "f":
+        return f"an array of shape {list(x.shape)} and dtype {x.dtype}, expected shape [{d}] of a float dtype"
+    return x
