@@ -52,3 +52,70 @@ class Unpicklable(FedAvg):
 
 class NotAStrategy:
     pass
+
+
+# Flower apps for --flwr-app (entry points returning the dict stabkit.run.flwr_app documents): a one-array model
+# whose clients step towards their partition's target; each variant breaks one rule.
+def _tiny_app(train, heldout=1):
+    import numpy as np
+    from flwr.app import Array, ArrayRecord
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+    app.train()(train)
+    return {"client_app": app, "strategy": FedAvg(), "arrays": ArrayRecord({"w": Array(np.zeros(3, np.float32))}),
+            "partitions": 4, "heldout": heldout}
+
+
+def _answer(msg, w, **extra):
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+
+    return Message(RecordDict({"arrays": ArrayRecord({"w": Array(w), **extra}),
+                               "metrics": MetricRecord({"num-examples": 10})}), reply_to=msg)
+
+
+def _step(msg, context, noise=None):
+    import numpy as np
+
+    w = msg.content["arrays"]["w"].numpy()
+    target = np.float32(context.node_config["partition-id"])
+    return w + np.float32(0.5) * (target - w) + (np.float32(0) if noise is None else noise)
+
+
+def good_app():
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context)))
+
+
+def no_heldout_app():
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context)), heldout=0)
+
+
+def nondeterministic_app():
+    import os
+
+    import numpy as np
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context, np.frombuffer(os.urandom(4), np.uint8)
+                                                              .astype(np.float32)[:3] * np.float32(1e-3))))
+
+
+def raising_app():
+    def train(msg, context):
+        raise ValueError("no data for this node")
+
+    return _tiny_app(train)
+
+
+def extra_key_app():
+    import numpy as np
+    from flwr.app import Array
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context), extra=Array(np.zeros(1, np.float32))))
+
+
+def wrong_shape_app():
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context)[:2]))
+
+
+def not_a_dict_app():
+    return ["client_app", "strategy"]

@@ -170,6 +170,9 @@ REFERENCES = {  # strategy, hp -> the new global model from x_t [d] and the roun
     "DifferentialPrivacyServerSideAdaptiveClipping": ({**DP, "noise_multiplier": 0.0, "clipped_count_stddev": 1.0,
                                                        "initial_clipping_norm": 0.05},
                                                       lambda x, y: _clip_mean(x, y, 0.05)),
+    "DifferentialPrivacyClientSideAdaptiveClipping": ({**DP, "noise_multiplier": 0.0, "clipped_count_stddev": 1.0,
+                                                       "initial_clipping_norm": 0.05},
+                                                      lambda x, y: _clip_mean(x, y, 0.05)),
 }
 
 

@@ -33,8 +33,8 @@ FLOWER = [
     (["--algo", "flwr:Bulyan", "--hp", "num_malicious_nodes=1"],
      "Bulyan with num_malicious_nodes=1 needs at least 4f + 3 = 7 clients per round, got 5"),
     (["--algo", "flwr:FedAvg", "--global-lr", "0.5"], "invalid global_lr=0.5 for flwr:FedAvg: 1"),
-    (["--algo", f"{FIX}WrongShape"], "aggregate_train returned an array of shape [3] and dtype float32, expected "
-                                     "shape [4810] of a float dtype at round 1"),
+    (["--algo", f"{FIX}WrongShape"], "aggregate_train returned an array 'theta' of shape [3] and dtype float32, "
+                                     "expected shape [4810] of a float dtype at round 1"),
     (["--algo", f"{FIX}IntegerArrays"], "and dtype int64, expected shape [4810] of a float dtype"),
     (["--algo", f"{FIX}HalfTheCohort"], "configure_train at round 1 addressed nodes"),
     (["--algo", f"{FIX}Unpicklable"], "cannot be checkpointed: pickling its strategy raised"),

@@ -79,7 +79,7 @@ class FlowerStrategy(Algorithm):
                     self.copies[pair, j] = self.make_strategy(ctx.sampled)
                 try:
                     with fl.flower_calls(int(ctx.keys[i]), 0):
-                        messages = fl.configure(self.copies[pair, j], ctx.t + 1, x[i, j], nodes)
+                        messages = fl.configure(self.copies[pair, j], ctx.t + 1, {fl.ARRAY: x[i, j]}, nodes)
                 except ConfigError:
                     raise
                 except Exception as e:
@@ -123,6 +123,7 @@ class FlowerStrategy(Algorithm):
 
     def server_update(self, ctx, means):
         y = means["y"].detach().cpu().numpy()
+        x_np = ctx.x.detach().cpu().numpy()
         x_new = ctx.x.clone()
         for i, pair in enumerate(ctx.pairs):
             slot = {int(n) + fl.NODE_OFFSET: k for k, n in enumerate(ctx.cohort[i])}
@@ -132,18 +133,18 @@ class FlowerStrategy(Algorithm):
                 messages = self._pending.pop((pair, j))
                 try:
                     with fl.flower_calls(int(ctx.keys[i]), 1):
-                        replies = [fl.reply(m, y[i, j, slot[m.metadata.dst_node_id]], ctx.local_steps, mod)
-                                   for m in messages]
+                        replies = [fl.reply(m, {fl.ARRAY: y[i, j, slot[m.metadata.dst_node_id]]}, ctx.local_steps,
+                                            mod) for m in messages]
                         arrays, _ = strategy.aggregate_train(ctx.t + 1, replies)
                 except Exception as e:
                     raise self._fail("aggregate_train", ctx.t, pair, j, e) from None
                 if arrays is None:
                     self._skip(ctx.t, pair, j)
                     continue
-                x = fl.unpack(arrays, ctx.x.shape[-1])
+                x = fl.unpack(arrays, {fl.ARRAY: x_np[i, j]})
                 if isinstance(x, str):
                     raise ConfigError(f"{self.name}: aggregate_train returned {x} at round {ctx.t + 1}")
-                x_new[i, j] = torch.as_tensor(x).to(x_new.dtype)
+                x_new[i, j] = torch.as_tensor(x[fl.ARRAY])
         return x_new, {}
 
     def _skip(self, t: int, pair: int, j: int) -> None:

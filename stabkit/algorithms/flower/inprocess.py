@@ -6,8 +6,8 @@ strategy takes all of it), each message is answered with
 ``Message(RecordDict({"arrays": ArrayRecord, "metrics": MetricRecord({"num-examples": n})}), reply_to=m)``
 (through Flower's own client-side clipping mod when the strategy is a client-side differential-privacy
 wrapper), and ``aggregate_train`` returns the new arrays or None. The process's Flower task identity is set
-for the calls, Flower's INFO log silenced for good (:func:`quiet_flower`) and the objects that exist before a call exempt from the
-garbage collections Flower starts; Python's ``random`` and ``numpy.random`` are seeded from a key
+for the calls, Flower's INFO log silenced for good (:func:`quiet_flower`) and the objects that exist before a
+call exempt from the garbage collections Flower starts; Python's ``random`` and ``numpy.random`` are seeded from a key
 of stabkit's coupled streams before each call (so both trajectories of a pair draw the same DP noise and break
 ties alike) and put back afterwards.
 """
@@ -68,18 +68,18 @@ def flower_calls(key: int, phase: int):
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved_ids
 
 
-def array_record(x: np.ndarray):
-    """A flat parameter vector as an ArrayRecord (its own copy)."""
+def array_record(arrays: dict):
+    """``{name: ndarray}`` as an ArrayRecord (its own copies)."""
     from flwr.app import Array, ArrayRecord
 
-    return ArrayRecord({ARRAY: Array(np.array(x))})
+    return ArrayRecord({k: Array(np.array(v)) for k, v in arrays.items()})
 
 
-def configure(strategy, server_round: int, x: np.ndarray, node_ids) -> list:
-    """The strategy's train messages for the round, sorted by destination node id."""
+def configure(strategy, server_round: int, arrays: dict, node_ids) -> list:
+    """The strategy's train messages for the round (model ``arrays``), sorted by destination node id."""
     from flwr.app import ConfigRecord
 
-    messages = strategy.configure_train(server_round, array_record(x), ConfigRecord(), CohortGrid(node_ids))
+    messages = strategy.configure_train(server_round, array_record(arrays), ConfigRecord(), CohortGrid(node_ids))
     return sorted(messages, key=lambda m: m.metadata.dst_node_id)
 
 
@@ -89,14 +89,14 @@ def config_of(message) -> dict:
     return dict(records[0]) if records else {}
 
 
-def reply(message, y: np.ndarray, num_examples: int, mod=None):
-    """The client's answer to ``message``: its trained parameters ``y`` and ``num-examples``, passed through
-    Flower's client ``mod`` (e.g. ``fixedclipping_mod``) when one is given."""
+def reply(message, arrays: dict, num_examples: int, mod=None):
+    """The client's answer to ``message``: its trained ``arrays`` and ``num-examples``, passed through Flower's
+    client ``mod`` (e.g. ``fixedclipping_mod``) when one is given."""
     from flwr.app import Message, MetricRecord, RecordDict
 
     def answer(msg, _context):
-        return Message(RecordDict({"arrays": array_record(y), "metrics": MetricRecord({"num-examples": num_examples})}),
-                       reply_to=msg)
+        return Message(RecordDict({"arrays": array_record(arrays),
+                                   "metrics": MetricRecord({"num-examples": num_examples})}), reply_to=msg)
 
     return answer(message, None) if mod is None else mod(message, None, answer)
 
@@ -116,12 +116,17 @@ def client_mod(strategy):
     return None
 
 
-def unpack(arrays, d: int):
-    """The flat parameter vector in an aggregated ArrayRecord, or a one-line description of what is wrong."""
+def unpack(arrays, like: dict):
+    """``{name: ndarray}`` of an aggregated ArrayRecord, cast to the dtypes of ``like`` (the arrays the round
+    started from), or a one-line description of what is wrong: other keys, another shape, not floats."""
     keys = list(arrays.keys())
-    if keys != [ARRAY]:
-        return f"arrays {keys}, expected one array {ARRAY!r}"
-    x = arrays[ARRAY].numpy()
-    if x.shape != (d,) or x.dtype.kind != "f":
-        return f"an array of shape {list(x.shape)} and dtype {x.dtype}, expected shape [{d}] of a float dtype"
-    return x
+    if keys != list(like):
+        return f"arrays {keys}, expected {list(like)}"
+    out = {}
+    for k, a in arrays.items():
+        x = a.numpy()
+        if x.shape != like[k].shape or x.dtype.kind != "f":
+            return (f"an array {k!r} of shape {list(x.shape)} and dtype {x.dtype}, expected shape "
+                    f"{list(like[k].shape)} of a float dtype")
+        out[k] = x.astype(like[k].dtype, copy=False)
+    return out
