@@ -245,3 +245,25 @@ def test_a_round_the_strategy_skips_keeps_the_model_and_is_reported(capsys):
     assert "aggregated nothing at round 2 (pair 0, trajectory A): the model is kept" in capsys.readouterr().err
     run.step()
     assert not torch.equal(run.engine.x, before)
+
+
+LEGACY = "flwr:flwr.server.strategy:"
+
+
+@pytest.mark.parametrize("legacy, other", [
+    ((f"{LEGACY}FedAvg", {}, {}), ("fedavg", {}, {})),
+    ((f"{LEGACY}FedProx", {"proximal_mu": 0.3}, {}), ("fedprox", {"lam": 0.3}, {})),
+    ((f"{LEGACY}FedMedian", {}, {}), ("flwr:FedMedian", {}, {})),
+    ((f"{LEGACY}Krum", {"num_malicious_clients": 1}, {}), ("flwr:Krum", {"num_malicious_nodes": 1}, {})),
+])
+def test_legacy_strategies_equal_their_message_api_or_native_counterparts(legacy, other):
+    for t, runs in lockstep(legacy, other, rounds=3, perturb="client", dtype="float64"):
+        assert _max_diff(runs) <= 1e-13 * float(runs[1].engine.x.abs().max()), (t, _max_diff(runs))
+
+
+def test_a_legacy_fedopt_strategy_gets_its_initial_parameters_and_a_null_pair_of_zero():
+    run = PairedRun(RunConfig(algo=f"{LEGACY}FedAdam", perturb="none", **SMALL))
+    for _ in range(3):
+        run.step()
+    assert (run.engine.discrepancy() == 0).all()
+    assert run.algo.copies[0, 0].current_weights is not None

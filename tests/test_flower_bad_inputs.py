@@ -18,7 +18,8 @@ FLOWER = [
     (["--algo", "flwr:Nope"], "flwr.serverapp.strategy has no strategy 'Nope': one of Bulyan,"),
     (["--algo", "flwr:QFedAvg"], "the bridge does not drive QFedAvg: it weighs clients by their training loss"),
     (["--algo", "flwr:FedXgbBagging"], "it aggregates XGBoost trees"),
-    (["--algo", f"{FIX}NotAStrategy"], "is not a concrete flwr.serverapp.strategy.Strategy subclass"),
+    (["--algo", f"{FIX}NotAStrategy"], "is not a concrete flwr.serverapp.strategy.Strategy subclass (Message API: "
+                                       "configure_train, aggregate_train) nor a legacy flwr.server.strategy.Strategy"),
     (["--algo", "flwr:no_such_module:Strategy"], "no module named 'no_such_module'"),
     (["--algo", DP, "--hp", "strategy=FedAvg", "--hp", "clipping_norm=1"],
      "its constructor needs noise_multiplier (--hp noise_multiplier=VALUE, float)"),

@@ -33,13 +33,15 @@ import torch
 
 from stabkit.algorithms.base import Algorithm
 from stabkit.algorithms.flower import inprocess as fl
+from stabkit.algorithms.flower import legacy
 from stabkit.algorithms.flower.params import SAMPLING, params_class
-from stabkit.algorithms.flower.strategies import PREFIX, strategy_class
+from stabkit.algorithms.flower.strategies import PREFIX, is_legacy, strategy_class
 from stabkit.algorithms.rules import descend
 from stabkit.errors import ConfigError
 from stabkit.plugins import describe_error
 
-HONOURED = ("server-round", "proximal-mu", "clipping_norm")  # config keys the local rule acts on (or may ignore)
+# config keys the local rule acts on (or may ignore); proximal_mu: a legacy FedProx's
+HONOURED = ("server-round", "proximal-mu", "proximal_mu", "clipping_norm")
 TRAJECTORIES = "AB"
 
 
@@ -47,6 +49,7 @@ class FlowerStrategy(Algorithm):
     """Base of the generated bridge classes (one per ``flwr:`` name; :func:`bridge_class`)."""
 
     strategy_cls: ClassVar[type]
+    protocol: ClassVar = fl  # the module that drives the strategy's API: inprocess (Message API) or legacy
 
     def __init__(self, params=None):
         super().__init__(params)
@@ -56,9 +59,10 @@ class FlowerStrategy(Algorithm):
         self._reported: set = set()
         self.skipped: list = []  # (round, pair, trajectory) whose aggregate_train returned no arrays
 
-    def make_strategy(self, s: int):
-        """A fresh strategy built from the hyperparameters, sampling exactly ``s`` clients per round."""
-        return _build(self.strategy_cls, self.name, self.p, s)
+    def make_strategy(self, s: int, x0: np.ndarray):
+        """A fresh strategy built from the hyperparameters, sampling exactly ``s`` clients per round (a legacy
+        strategy's ``initial_parameters``: the pair's x_0)."""
+        return _build(self.strategy_cls, self.name, self.p, s, x0)
 
     def _fail(self, what: str, t: int, pair: int, j: int, error: Exception) -> ConfigError:
         return ConfigError(f"{self.name}: {what} raised {describe_error(error)} at round {t + 1} (pair {pair}, "
@@ -76,25 +80,25 @@ class FlowerStrategy(Algorithm):
             nodes = ctx.cohort[i] + fl.NODE_OFFSET
             for j in (0, 1):
                 if (pair, j) not in self.copies:
-                    self.copies[pair, j] = self.make_strategy(ctx.sampled)
+                    self.copies[pair, j] = self.make_strategy(ctx.sampled, x[i, j])
                 try:
                     with fl.flower_calls(int(ctx.keys[i]), 0):
-                        messages = fl.configure(self.copies[pair, j], ctx.t + 1, {fl.ARRAY: x[i, j]}, nodes)
+                        messages = self.protocol.configure(self.copies[pair, j], ctx.t + 1, {fl.ARRAY: x[i, j]}, nodes)
                 except ConfigError:
                     raise
                 except Exception as e:
-                    raise self._fail("configure_train", ctx.t, pair, j, e) from None
+                    raise self._fail(self.protocol.CONFIGURE, ctx.t, pair, j, e) from None
                 self._check_cohort(messages, nodes, ctx.t)
                 self._pending[pair, j] = messages
-                mus[i, j] = self._read_config(fl.config_of(messages[0]), self.copies[pair, j])
+                mus[i, j] = self._read_config(self.protocol.config_of(messages[0]), self.copies[pair, j])
         self._mu = float(mus.flat[0]) if (mus == mus.flat[0]).all() else \
             torch.as_tensor(mus, dtype=ctx.x.dtype, device=ctx.x.device)[:, :, None, None]
         return super().client_init(ctx)
 
     def _check_cohort(self, messages, nodes, t: int) -> None:
-        got = [m.metadata.dst_node_id for m in messages]
+        got = [self.protocol.node_of(m) for m in messages]
         if got != sorted(int(n) for n in nodes):
-            raise ConfigError(f"{self.name}: configure_train at round {t + 1} addressed nodes {got}, not the "
+            raise ConfigError(f"{self.name}: {self.protocol.CONFIGURE} at round {t + 1} addressed nodes {got}, not the "
                               f"sampled cohort {sorted(int(n) for n in nodes)} (it must train every node the grid "
                               "lists when its sampling arguments are set by the bridge)")
 
@@ -102,12 +106,12 @@ class FlowerStrategy(Algorithm):
         """The proximal weight ``config`` sends (0 if none); every key the local rule cannot honour is reported
         once."""
         for key, value in config.items():
-            honoured = key in HONOURED and (key != "clipping_norm" or fl.client_mod(strategy) is not None)
+            honoured = key in HONOURED and (key != "clipping_norm" or self.protocol.client_mod(strategy) is not None)
             if not honoured and key not in self._reported:
                 self._reported.add(key)
                 print(f"warning: {self.name} sends config {key!r}={value!r}, which stabkit's local rule does not "
                       "honour (it trains with --lr, --local-steps and --batch-size); ignored", file=sys.stderr)
-        return float(config.get("proximal-mu", 0.0))
+        return float(config.get("proximal-mu", config.get("proximal_mu", 0.0)))
 
     def client_step(self, ctx, step, y, local, g):
         mu = self._mu
@@ -129,21 +133,21 @@ class FlowerStrategy(Algorithm):
             slot = {int(n) + fl.NODE_OFFSET: k for k, n in enumerate(ctx.cohort[i])}
             for j in (0, 1):
                 strategy = self.copies[pair, j]
-                mod = fl.client_mod(strategy)
+                proto, mod = self.protocol, self.protocol.client_mod(strategy)
                 messages = self._pending.pop((pair, j))
                 try:
                     with fl.flower_calls(int(ctx.keys[i]), 1):
-                        replies = [fl.reply(m, {fl.ARRAY: y[i, j, slot[m.metadata.dst_node_id]]}, ctx.local_steps,
-                                            mod) for m in messages]
-                        arrays, _ = strategy.aggregate_train(ctx.t + 1, replies)
+                        replies = [proto.reply(m, {fl.ARRAY: y[i, j, slot[proto.node_of(m)]]}, ctx.local_steps, mod)
+                                   for m in messages]
+                        arrays = proto.aggregate(strategy, ctx.t + 1, replies)
                 except Exception as e:
-                    raise self._fail("aggregate_train", ctx.t, pair, j, e) from None
+                    raise self._fail(proto.AGGREGATE, ctx.t, pair, j, e) from None
                 if arrays is None:
                     self._skip(ctx.t, pair, j)
                     continue
                 x = fl.unpack(arrays, {fl.ARRAY: x_np[i, j]})
                 if isinstance(x, str):
-                    raise ConfigError(f"{self.name}: aggregate_train returned {x} at round {ctx.t + 1}")
+                    raise ConfigError(f"{self.name}: {proto.AGGREGATE} returned {x} at round {ctx.t + 1}")
                 x_new[i, j] = torch.as_tensor(x[fl.ARRAY])
         return x_new, {}
 
@@ -165,16 +169,18 @@ class FlowerStrategy(Algorithm):
         self.copies = pickle.loads(state.cpu().numpy().tobytes())
 
 
-def _build(cls: type, label: str, params, s: int):
+def _build(cls: type, label: str, params, s: int, x0: np.ndarray):
     """``cls(**params, sampling arguments for s clients)``; an inner strategy named in ``params`` (a wrapper's
-    ``strategy``) is built the same way, with its defaults."""
+    ``strategy``) is built the same way, with its defaults; ``initial_parameters`` (legacy FedOpt) is ``x0``."""
     signature = inspect.signature(cls).parameters
     kwargs = {name: make(s) for name, make in SAMPLING.items() if name in signature}
+    if "initial_parameters" in signature:
+        kwargs["initial_parameters"] = legacy.parameters({fl.ARRAY: x0})
     for f in dataclasses.fields(params):
         value = getattr(params, f.name)
         if f.metadata["kind"] == "strategy" and value is not None:
             inner = strategy_class(label, value)
-            value = _build(inner, label, params_class(inner, label)(), s)
+            value = _build(inner, label, params_class(inner, label)(), s, x0)
         kwargs[f.name] = value
     try:
         strategy = cls(**kwargs)
@@ -200,4 +206,5 @@ def bridge_class(name: str) -> type:
     cls = strategy_class(name, name[len(PREFIX):])
     return type(f"Flower{cls.__name__}", (FlowerStrategy,), dict(
         name=name, title=f"{cls.__name__} (Flower)", params_cls=params_class(cls, name), strategy_cls=cls,
+        protocol=legacy if is_legacy(cls) else fl,
         reference=f"Flower strategy {cls.__module__}.{cls.__qualname__}, driven in-process by stabkit"))

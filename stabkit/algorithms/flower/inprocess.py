@@ -23,6 +23,7 @@ import numpy as np
 ARRAY = "theta"  # the key of the one (flat) parameter array in every ArrayRecord
 SERVER_NODE = 1  # Flower's SuperLink node id; client node ids are the logical client ids + NODE_OFFSET
 NODE_OFFSET = 2
+CONFIGURE, AGGREGATE = "configure_train", "aggregate_train"  # the strategy methods a round calls (for errors)
 
 
 class CohortGrid:
@@ -83,6 +84,16 @@ def configure(strategy, server_round: int, arrays: dict, node_ids) -> list:
     return sorted(messages, key=lambda m: m.metadata.dst_node_id)
 
 
+def node_of(message) -> int:
+    return message.metadata.dst_node_id
+
+
+def aggregate(strategy, server_round: int, replies: list):
+    """The aggregated ArrayRecord, or None."""
+    arrays, _ = strategy.aggregate_train(server_round, replies)
+    return arrays
+
+
 def config_of(message) -> dict:
     """The config a train message sends (its ConfigRecord's items; empty if none)."""
     records = list(message.content.config_records.values())
@@ -117,14 +128,15 @@ def client_mod(strategy):
 
 
 def unpack(arrays, like: dict):
-    """``{name: ndarray}`` of an aggregated ArrayRecord, cast to the dtypes of ``like`` (the arrays the round
-    started from), or a one-line description of what is wrong: other keys, another shape, not floats."""
+    """``{name: ndarray}`` of an aggregated ArrayRecord (or mapping of ndarrays), cast to the dtypes of
+    ``like`` (the arrays the round started from), or a one-line description of what is wrong: other keys,
+    another shape, not floats."""
     keys = list(arrays.keys())
     if keys != list(like):
         return f"arrays {keys}, expected {list(like)}"
     out = {}
     for k, a in arrays.items():
-        x = a.numpy()
+        x = a if isinstance(a, np.ndarray) else a.numpy()
         if x.shape != like[k].shape or x.dtype.kind != "f":
             return (f"an array {k!r} of shape {list(x.shape)} and dtype {x.dtype}, expected shape "
                     f"{list(like[k].shape)} of a float dtype")

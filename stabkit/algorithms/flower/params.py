@@ -18,8 +18,10 @@ from stabkit.errors import ConfigError
 
 # sampling arguments the bridge sets: -> value for a cohort of s clients
 SAMPLING = {"fraction_train": lambda s: 1.0, "min_train_nodes": lambda s: s, "min_available_nodes": lambda s: s,
-            "num_sampled_clients": lambda s: s}
-EVALUATION = ("fraction_evaluate", "min_evaluate_nodes")  # the bridge never evaluates: left at their defaults
+            "num_sampled_clients": lambda s: s,
+            "fraction_fit": lambda s: 1.0, "min_fit_clients": lambda s: s, "min_available_clients": lambda s: s}
+# the bridge never evaluates: left at their defaults; a legacy strategy's initial parameters are the pair's x_0
+EVALUATION = ("fraction_evaluate", "min_evaluate_nodes", "min_evaluate_clients", "initial_parameters")
 KEYS = ("weighted_by_key", "arrayrecord_key", "configrecord_key")
 KINDS = {int: "int", float: "float", bool: "bool", str: "str"}
 REQUIRED = "<required>"  # the default of an argument the constructor has no default for

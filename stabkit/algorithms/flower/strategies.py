@@ -1,7 +1,8 @@
 """Which Flower strategy an ``flwr:`` name means, and whether the bridge can drive it.
 
 ``flwr:NAME`` is a class of ``flwr.serverapp.strategy`` (Message API); ``flwr:package.module:Class`` a
-user's class, imported like every plug-in (:mod:`stabkit.plugins`). Every failure is one ConfigError line.
+user's class (Message API, or a legacy ``flwr.server.strategy.Strategy``), imported like every plug-in
+(:mod:`stabkit.plugins`). Every failure is one ConfigError line.
 """
 from __future__ import annotations
 
@@ -45,7 +46,15 @@ def strategy_class(label: str, spec: str) -> type:
         if cls is None:
             raise ConfigError(f"invalid algo={label!r}: flwr.serverapp.strategy has no strategy {spec!r}: one of "
                               f"{', '.join(shipped())}, or flwr:package.module:Class")
-    if not (inspect.isclass(cls) and issubclass(cls, Strategy)) or inspect.isabstract(cls):
+    if not (inspect.isclass(cls) and (issubclass(cls, Strategy) or is_legacy(cls))) or inspect.isabstract(cls):
         raise ConfigError(f"invalid algo={label!r}: {cls!r} is not a concrete flwr.serverapp.strategy.Strategy "
-                          "subclass (a Message-API strategy with configure_train and aggregate_train)")
+                          "subclass (Message API: configure_train, aggregate_train) nor a legacy "
+                          "flwr.server.strategy.Strategy (configure_fit, aggregate_fit)")
     return cls
+
+
+def is_legacy(cls) -> bool:
+    """``cls`` is a legacy strategy (``flwr.server.strategy.Strategy``: configure_fit / aggregate_fit)."""
+    from flwr.server.strategy import Strategy as LegacyStrategy
+
+    return inspect.isclass(cls) and issubclass(cls, LegacyStrategy)
