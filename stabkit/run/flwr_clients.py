@@ -3,7 +3,8 @@
 Each call gets its own copy of the train message (as a node does over the network), a ``Context`` of its
 own that persists across rounds (``node_config``: ``partition-id`` and ``num-partitions``, Flower's simulation
 convention), and ``torch``, ``numpy`` and ``random`` seeded from ``(seed, pair, round, node)`` -- the same key in
-both trajectories of a pair -- with the generators put back afterwards. The reply is checked: no error, one
+both trajectories of a pair (torch's generator is put back afterwards; ``random`` and ``numpy.random`` are left
+seeded, :func:`~stabkit.algorithms.flower.inprocess.flower_calls`). The reply is checked: no error, one
 ArrayRecord with the keys, shapes and dtypes that were sent, one MetricRecord.
 """
 from __future__ import annotations
@@ -21,9 +22,15 @@ from stabkit.plugins import describe_error
 
 @contextlib.contextmanager
 def torch_seeded(key: int):
-    """torch's global CPU generator seeded from ``key`` (63 bits), put back on exit."""
+    """torch's global generators seeded from ``key`` (63 bits), the CPU one put back on exit. Without CUDA only
+    the CPU generator is seeded: ``torch.manual_seed`` would queue a lazy CUDA seeding that records a stack
+    trace, 14 ms per call."""
     state = torch.get_rng_state()
-    torch.manual_seed(key & 0x7FFFFFFFFFFFFFFF)
+    seed = key & 0x7FFFFFFFFFFFFFFF
+    if torch.cuda.is_available():
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
     try:
         yield
     finally:
