@@ -1,8 +1,10 @@
 """The Flower bridge (``--algo flwr:NAME``): every shipped strategy's null pair is exactly 0, flwr:FedAvg /
 FedProx / FedAvgM equal stabkit's own methods to float rounding, the adaptive server optimizers and the robust
 aggregators equal their formulas computed by hand from the round's client models, DP noise is coupled and
-reproducible, and the strategies' state survives checkpoint and resume byte for byte."""
+reproducible, the strategies' state survives checkpoint and resume byte for byte, legacy strategies equal their
+counterparts, and the atlas runs and names Flower strategies."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy import stats
@@ -267,3 +269,18 @@ def test_a_legacy_fedopt_strategy_gets_its_initial_parameters_and_a_null_pair_of
         run.step()
     assert (run.engine.discrepancy() == 0).all()
     assert run.algo.copies[0, 0].current_weights is not None
+
+
+def test_atlas_runs_flower_strategies_and_labels_them_by_their_flower_names(tmp_path, capsys):
+    from stabkit.atlas.names import algo_title, setting_name
+    from tests.helpers import cli
+
+    assert algo_title("flwr:Krum") == "Krum (Flower)"
+    assert setting_name({"algo": "flwr:FedMedian", "hp.beta": 0.2}) == "FedMedian (Flower), beta 0.2"
+    code, out, err = cli(["atlas", "--suite", "ci", "--algos", "fedavg,flwr:Krum", "--seeds", "1", "--pairs", "2",
+                          "--no-projection", "--no-top-up", "--workers", "1", "--quiet", "--out",
+                          str(tmp_path / "atlas")], capsys)
+    assert code == 0, err
+    cells = pd.read_csv(tmp_path / "atlas" / "cells.csv")
+    assert set(cells["algo"]) == {"fedavg", "flwr:Krum"} and len(cells) == 12
+    assert "Krum (Flower)" in (tmp_path / "atlas" / "index.html").read_text()
