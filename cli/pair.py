@@ -139,13 +139,12 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, quiet, label, flwr_app,
-         **params):
+def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, quiet, label, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
+    flwr_app = params.pop("flwr_app")
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
-    if flwr_app is not None:
+    if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
         from stabkit_cli.flwr_app import pair_flower_app
-
         return pair_flower_app(flwr_app, build_config(params, explicit, config_path, hp_items, preset), out,
                                overwrite, resume_dir or estimate, quiet)
     from stabkit.algorithms import resolve_hp

@@ -1,5 +1,6 @@
 """Flower strategies as stabkit algorithms: ``--algo flwr:NAME`` (a class of ``flwr.serverapp.strategy``) or
-``--algo flwr:package.module:Class`` (a user's own Message-API strategy).
+``--algo flwr:package.module:Class`` (a user's own strategy: Message API, or a legacy
+``flwr.server.strategy.Strategy``).
 
 A strategy's server rule runs unchanged, in-process and without a network, on the clients stabkit trains in its
 batched engine (FedAvg's local SGD; FedProx's proximal term when the strategy sends ``proximal-mu``):
@@ -7,7 +8,8 @@ batched engine (FedAvg's local SGD; FedProx's proximal term when the strategy se
 * :mod:`.strategies` finds the strategy class; :mod:`.params` types its constructor arguments (``--hp``) from
   its signature and sets the sampling arguments so that it trains exactly the cohort stabkit sampled;
 * :mod:`.inprocess` drives one strategy through one round (``configure_train``, the replies,
-  ``aggregate_train``) with Flower's global generators seeded from stabkit's coupled streams;
+  ``aggregate_train``) with Flower's global generators seeded from stabkit's coupled streams; :mod:`.legacy`
+  does the same with the same functions for a legacy strategy (``configure_fit``, ``aggregate_fit``);
 * :mod:`.bridge` is the :class:`~stabkit.algorithms.base.Algorithm` that holds one strategy per trajectory
   of every pair and carries it through the rounds (and through checkpoints).
 

@@ -1,7 +1,9 @@
 """The bridge: a Flower strategy as a stabkit :class:`~stabkit.algorithms.base.Algorithm`.
 
 Each trajectory of each pair holds its own copy of the strategy (built fresh at round 0, carried through the
-rounds: FedAdam's moments, FedAvgM's momentum and the DP wrappers' clipping norms are state). A round:
+rounds: FedAdam's moments, FedAvgM's momentum and the DP wrappers' clipping norms are state). A round (the
+Message API's calls are named; a legacy strategy's ``configure_fit`` / ``aggregate_fit`` take their place,
+:mod:`.legacy`):
 
 * ``client_init``: every copy's ``configure_train`` on its trajectory's global model and the round's cohort
   (node id = logical client id + 2), the messages sorted by node id; the config they send is read once per
