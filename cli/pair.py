@@ -132,13 +132,22 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
               help="build the run, time two rounds and one evaluation, print s/round, evaluation share, peak "
                    "memory and the projected wall time of the whole run, and exit without writing anything")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--flwr-app", default=None, metavar="PACKAGE.MODULE:FUNCTION",
+              help="measure a whole Flower app: FUNCTION() returns its ClientApp, strategy, initial arrays and "
+                   "partition counts (docs/flower.md); uses --seed, --pairs, --rounds, --clients-per-round and "
+                   "--perturb none|client")
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
 def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     out, overwrite, quiet, label = (params.pop(k) for k in ("out", "overwrite", "quiet", "label"))
+    flwr_app = params.pop("flwr_app")
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+    if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
+        from stabkit_cli.flwr_app import pair_flower_app
+        return pair_flower_app(flwr_app, build_config(params, explicit, config_path, hp_items, preset), out,
+                               overwrite, resume_dir or estimate, quiet)
     from stabkit.algorithms import resolve_hp
     from stabkit.store.runstore import require_out
 

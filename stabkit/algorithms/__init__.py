@@ -28,6 +28,7 @@ import pkgutil
 from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
 from stabkit.algorithms.dp import DP, DPParams
+from stabkit.algorithms.flower import flower_class, is_flower
 from stabkit.algorithms.relaxed_init import RelaxedInit, RIParams
 from stabkit.algorithms.rules import (
     client_delta,
@@ -58,9 +59,12 @@ ALGORITHMS = _discover()
 
 
 def algorithm_class(name: str) -> type:
-    """The :class:`Algorithm` subclass ``name`` names: built-in, installed entry point, or import path."""
+    """The :class:`Algorithm` subclass ``name`` names: built-in, a Flower strategy (``flwr:...``), installed
+    entry point, or import path."""
     if name in ALGORITHMS:
         return ALGORITHMS[name]
+    if is_flower(name):
+        return flower_class(name)
     cls = plugins.resolve("algo", name, ALGORITHMS, "package.module:Class")
     ok = isinstance(cls, type) and issubclass(cls, Algorithm) and isinstance(vars(cls).get("name"), str)
     if not ok:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, NamedTuple, Optional
 
 if TYPE_CHECKING:  # torch is imported by the engine; listing algorithms (`stabkit algos`) needs no torch
     import torch
@@ -117,6 +117,10 @@ class RoundContext:
     full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
     process: Callable  # (g, y) -> g as the engine treats every gradient (clipped; + wd y under placement gradient)
     gaussian: Optional[Callable] = None  # purpose -> [R, 2, d] standard normals of the round (stabkit.engine.noise)
+    pairs: range = range(0)  # the pairs of this batch (their indices in the run)
+    cohort: Any = None  # [R, s] numpy: the logical client ids S_t of the round's slots, per pair
+    keys: Any = None  # [R] numpy uint64: a key per pair from the coupled streams, (seed, "host", pair, t), for
+    # rules that draw from generators outside stabkit's streams (a Flower strategy's random / numpy.random)
 
 
 class Step(NamedTuple):
@@ -213,9 +217,22 @@ class Algorithm:
         """``(uploads, new_client_state)``; uploads are averaged over the round's clients."""
         return {"delta": client_delta(ctx, y)}, {}
 
+    def combine(self, ctx: RoundContext, uploads: dict) -> dict:
+        """What the server receives from the round's uploads ``[R, 2, s, d]``: their mean over the clients
+        (a rule that aggregates otherwise, e.g. a Flower strategy's robust aggregator, keeps them whole)."""
+        return {name: u.mean(dim=2) for name, u in uploads.items()}
+
     def server_update(self, ctx: RoundContext, means: dict):
-        """``(x_{t+1}, new_server_state)`` from the averaged uploads."""
+        """``(x_{t+1}, new_server_state)`` from the combined uploads (:meth:`combine`: the means)."""
         return server_step(ctx, means["delta"]), {}
+
+    def host_state(self):
+        """State the algorithm keeps outside the engine's tensors (Python objects, e.g. Flower strategies),
+        for the checkpoint; None when it keeps none. Raises a ConfigError when it cannot be saved."""
+        return None
+
+    def load_host_state(self, state) -> None:
+        """Restore what :meth:`host_state` returned (on resume)."""
 
 
 STATES = ("server_state", "client_state", "local_state")
@@ -282,5 +299,14 @@ class Wrapper(Algorithm):
     def client_final(self, ctx, start, y, local):
         return self.inner.client_final(ctx, start, y, local)
 
+    def combine(self, ctx, uploads):
+        return self.inner.combine(ctx, uploads)
+
     def server_update(self, ctx, means):
         return self.inner.server_update(ctx, means)
+
+    def host_state(self):
+        return self.inner.host_state()
+
+    def load_host_state(self, state):
+        self.inner.load_host_state(state)

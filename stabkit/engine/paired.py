@@ -33,6 +33,7 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.noise import gaussian
 from stabkit.engine.perturbation import Neighbours, active_swap
+from stabkit.engine.rng import hash_keys
 from stabkit.engine.sampling import batch_positions, sample_clients
 from stabkit.engine.sensitivity import measured_sensitivity
 from stabkit.engine.threads import threads_for
@@ -218,8 +219,8 @@ class PairedEngine:
         sensitivity = measured_sensitivity(self, t, rows, idx) if self.measure_sensitivity else None
         self.grad_evals = 0
         size = self.pairs_per_chunk()
-        parts = [self._chunk_round(t, slice(a, min(a + size, R)), rows[a:a + size], idx[a:a + size], track_local,
-                                   keep_clients) for a in range(0, R, size)]
+        parts = [self._chunk_round(t, slice(a, min(a + size, R)), S[a:a + size], rows[a:a + size], idx[a:a + size],
+                                   track_local, keep_clients) for a in range(0, R, size)]
         join = (lambda ts, dim=0: ts[0]) if len(parts) == 1 else (lambda ts, dim=0: torch.cat(ts, dim))
         self.x = join([p.x for p in parts])
         self.server = {**self.server, **{n: join([p.server[n] for p in parts]) for n in parts[0].server}}
@@ -243,22 +244,22 @@ class PairedEngine:
             return self.R
         return min(self.R, CHUNK_BYTES // per_pair)
 
-    def _chunk_round(self, t: int, pairs: slice, rows: np.ndarray, idx: torch.Tensor, track_local: bool,
-                     keep_clients: bool) -> ChunkRound:
-        """Round t of the pairs ``pairs`` (their clients' physical rows and minibatch positions): the
+    def _chunk_round(self, t: int, pairs: slice, S: np.ndarray, rows: np.ndarray, idx: torch.Tensor,
+                     track_local: bool, keep_clients: bool) -> ChunkRound:
+        """Round t of the pairs ``pairs`` (their sample S_t, clients' physical rows and minibatch positions): the
         algorithm's hooks in order, the carried per-client state written back for those pairs."""
-        ctx, at_rows, step_grad = self.context(t, pairs, self.x[pairs], rows, idx)
+        ctx, at_rows, step_grad = self.context(t, pairs, self.x[pairs], S, rows, idx)
         uploads, new_client, y, norms, local_disc = self.clients_round(ctx, step_grad, track_local)
-        means = {name: u.mean(dim=2) for name, u in uploads.items()}
+        means = self.algo.combine(ctx, uploads)
         for name, value in self._declared("client_state", new_client).items():
             self.client_state[name][at_rows] = value
         x_new, new_server = self.algo.server_update(ctx, means)
         return ChunkRound(x_new, self._declared("server_state", new_server), torch.stack(norms), local_disc,
                           y if keep_clients else None)
 
-    def context(self, t: int, pairs, x: torch.Tensor, rows: np.ndarray, idx: torch.Tensor):
+    def context(self, t: int, pairs, x: torch.Tensor, S: np.ndarray, rows: np.ndarray, idx: torch.Tensor):
         """``(ctx, at_rows, step_grad)`` of round t for the pairs ``pairs`` (a slice, whose server state is then
-        a view, or an index array) with global models ``x`` ``[R_c, 2, d]``, their clients' physical rows
+        a view, or an index array) with global models ``x`` ``[R_c, 2, d]``, their sample S_t, their clients' physical rows
         ``[R_c, 2, s_c]`` and minibatch positions: the round's :class:`RoundContext` (state gathered for those
         pairs and rows), the index of those rows in the per-client state, and each local step's
         minibatch-gradient oracle."""
@@ -278,7 +279,9 @@ class PairedEngine:
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
             num_clients=self.M, sampled=self.s, full_grad_fn=full_grad, process=self._process,
-            gaussian=lambda purpose: gaussian(cfg.seed, purpose, pair_index, t, d, cfg.dp_noise, x))
+            gaussian=lambda purpose: gaussian(cfg.seed, purpose, pair_index, t, d, cfg.dp_noise, x),
+            pairs=range(pairs.start, pairs.stop) if isinstance(pairs, slice) else pair_index, cohort=S,
+            keys=hash_keys(cfg.seed, "host", pair_index, t))
         return ctx, at_rows, step_grad
 
     def clients_round(self, ctx: RoundContext, step_grad, track_local: bool = False):

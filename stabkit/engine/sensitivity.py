@@ -34,7 +34,7 @@ def measured_sensitivity(engine, t: int, rows: np.ndarray, idx: torch.Tensor) ->
     where = (torch.as_tensor(pairs, device=idx.device), slice(None), torch.as_tensor(slot, device=idx.device))
     probe_idx = idx[where][:, :, None]  # their (coupled) minibatch positions
     x_a = engine.x[pairs][:, :1].expand(-1, 2, -1)  # both start from trajectory A's x_t
-    ctx, _, step_grad = engine.context(t, pairs, x_a, probe_rows, probe_idx)
+    ctx, _, step_grad = engine.context(t, pairs, x_a, None, probe_rows, probe_idx)  # no cohort: one probe slot
     uploads = engine.clients_round(ctx, step_grad)[0]["delta"][:, :, 0]
     out[pairs] = ((uploads[:, 1] - uploads[:, 0]).norm(dim=-1) / engine.s).cpu().numpy()
     return out

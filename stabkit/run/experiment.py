@@ -168,6 +168,8 @@ class PairedRun:
         if cfg.algo not in ALGORITHMS or find_dp(self.algo):  # a plug-in's hooks, or what a DP layer wraps,
             # tried on round 1 before anything is written
             self.engine.try_round()
+            if cfg.checkpoint_every:  # state kept outside the tensors that cannot be saved: refused here
+                self.algo.host_state()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
@@ -291,6 +293,8 @@ class PairedRun:
         t = ck["round"]
         eng = self.engine
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
+        if "host" in ck:  # e.g. Flower strategies (stabkit.algorithms.flower)
+            self.algo.load_host_state(ck["host"])
         self.t, self._initial_logged = t, True
         self.times.update(ck["times"])
         if self.sharpness is not None:
@@ -350,6 +354,9 @@ class PairedRun:
             status, self.interrupted = "interrupted", f"round {done + 1}"
             if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
                 self._checkpoint(done, rec, snapshots)
+        except ConfigError:  # the algorithm refused mid-run (a Flower strategy raised): the rows logged so far stay
+            self._flush()
+            raise
         self.times["wall_s"] = wall_before + time.perf_counter() - session_start
         self._flush()
         cpucache.release()  # the blocks kept for the rounds go back to the system (a sweep's next job may need them)
@@ -400,7 +407,9 @@ class PairedRun:
         """Flush the logs and save the state after round t (with the log positions before round t)."""
         self._flush()
         eng = self.engine
-        self.writer.checkpoint(t, {"x": eng.x, "server": eng.server, "client_state": eng.client_state}, rec, snapshots)
+        state = {"x": eng.x, "server": eng.server, "client_state": eng.client_state}
+        host = self.algo.host_state()
+        self.writer.checkpoint(t, {**state, **({"host": host} if host is not None else {})}, rec, snapshots)
 
 
 def rebuilt_engine(cfg: RunConfig) -> PairedEngine:

@@ -98,6 +98,9 @@ def _check_state(ck: dict, run, problem) -> None:
             problem(f"{NAME} has {name} {have}, this run's algorithm {cfg.algo!r} keeps {sorted(fresh)}")
         for key, value in fresh.items():
             _tensor(saved[key], tuple(value.shape), value.dtype, f"{name}[{key!r}]", problem)
+    if ("host" in ck) != (run.algo.host_state() is not None):
+        problem(f"{NAME} {'holds' if 'host' in ck else 'lacks'} state kept outside the tensors (e.g. Flower "
+                f"strategies), which this run's algorithm {cfg.algo!r} {'does not keep' if 'host' in ck else 'keeps'}")
     _check_record(ck["record"], cfg, tuple(eng.x.shape), problem)
     snaps = ck["snapshots"]
     d = eng.x.shape[-1]

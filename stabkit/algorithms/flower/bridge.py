@@ -1,0 +1,212 @@
+"""The bridge: a Flower strategy as a stabkit :class:`~stabkit.algorithms.base.Algorithm`.
+
+Each trajectory of each pair holds its own copy of the strategy (built fresh at round 0, carried through the
+rounds: FedAdam's moments, FedAvgM's momentum and the DP wrappers' clipping norms are state). A round (the
+Message API's calls are named; a legacy strategy's ``configure_fit`` / ``aggregate_fit`` take their place,
+:mod:`.legacy`):
+
+* ``client_init``: every copy's ``configure_train`` on its trajectory's global model and the round's cohort
+  (node id = logical client id + 2), the messages sorted by node id; the config they send is read once per
+  round: ``proximal-mu`` becomes FedProx's proximal term, ``mu/2 ||y - x_t||^2`` (squared, as in the FedProx
+  paper: the step adds ``mu (y - x_t)``), ``clipping_norm`` is honoured by Flower's own client mod, and any
+  other key is reported once on stderr, not silently ignored;
+* the local steps: FedAvg's local SGD in the batched engine (plus the proximal term);
+* ``combine`` keeps every client's final model (no mean: the strategy aggregates);
+* ``server_update``: fresh replies for each trajectory (the clients' models, ``num-examples`` = K for every
+  client: all train K steps of the same batch size, so Flower's example-weighted mean is stabkit's plain
+  mean), ``aggregate_train``, its arrays the new global model; None keeps the model and is reported as a
+  skipped round.
+
+Flower's ``random`` / ``numpy.random`` draws are seeded from ``ctx.keys`` (keyed on seed, pair and round, the
+same for both trajectories), so a null pair stays exactly 0 and DP noise is coupled. The strategy's server rule
+replaces stabkit's server step: ``--global-lr`` must be 1 (a server learning rate is the strategy's own
+hyperparameter).
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+import sys
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from stabkit.algorithms.base import Algorithm
+from stabkit.algorithms.flower import inprocess as fl
+from stabkit.algorithms.flower import legacy
+from stabkit.algorithms.flower.params import SAMPLING, params_class
+from stabkit.algorithms.flower.strategies import PREFIX, is_legacy, strategy_class
+from stabkit.algorithms.rules import descend
+from stabkit.errors import ConfigError
+from stabkit.plugins import describe_error
+
+# config keys the local rule acts on (or may ignore); proximal_mu: a legacy FedProx's
+HONOURED = ("server-round", "proximal-mu", "proximal_mu", "clipping_norm")
+TRAJECTORIES = "AB"
+
+
+class FlowerStrategy(Algorithm):
+    """Base of the generated bridge classes (one per ``flwr:`` name; :func:`bridge_class`)."""
+
+    strategy_cls: ClassVar[type]
+    protocol: ClassVar = fl  # the module that drives the strategy's API: inprocess (Message API) or legacy
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.copies: dict = {}  # (pair, trajectory) -> the strategy instance
+        self._pending: dict = {}  # (pair, trajectory) -> the round's sorted train messages
+        self._mu = 0.0
+        self._reported: set = set()
+        self.skipped: list = []  # (round, pair, trajectory) whose aggregate_train returned no arrays
+
+    def make_strategy(self, s: int, x0: np.ndarray):
+        """A fresh strategy built from the hyperparameters, sampling exactly ``s`` clients per round (a legacy
+        strategy's ``initial_parameters``: the pair's x_0)."""
+        return _build(self.strategy_cls, self.name, self.p, s, x0)
+
+    def _fail(self, what: str, t: int, pair: int, j: int, error: Exception) -> ConfigError:
+        return ConfigError(f"{self.name}: {what} raised {describe_error(error)} at round {t + 1} (pair {pair}, "
+                           f"trajectory {TRAJECTORIES[j]})")
+
+    def client_init(self, ctx):
+        if ctx.global_lr != 1.0:
+            raise ConfigError(f"invalid global_lr={ctx.global_lr!r} for {self.name}: 1 (the strategy's server "
+                              "rule replaces stabkit's step; give a server learning rate as its --hp)")
+        if ctx.t == 0:
+            self.copies = {key: v for key, v in self.copies.items() if key[0] not in ctx.pairs}
+        x = ctx.x.detach().cpu().numpy()
+        mus = np.zeros((len(ctx.pairs), 2))
+        for i, pair in enumerate(ctx.pairs):
+            nodes = ctx.cohort[i] + fl.NODE_OFFSET
+            for j in (0, 1):
+                if (pair, j) not in self.copies:
+                    self.copies[pair, j] = self.make_strategy(ctx.sampled, x[i, j])
+                try:
+                    with fl.flower_calls(int(ctx.keys[i]), 0):
+                        messages = self.protocol.configure(self.copies[pair, j], ctx.t + 1, {fl.ARRAY: x[i, j]}, nodes)
+                except ConfigError:
+                    raise
+                except Exception as e:
+                    raise self._fail(self.protocol.CONFIGURE, ctx.t, pair, j, e) from None
+                self._check_cohort(messages, nodes, ctx.t)
+                self._pending[pair, j] = messages
+                mus[i, j] = self._read_config(self.protocol.config_of(messages[0]), self.copies[pair, j])
+        self._mu = float(mus.flat[0]) if (mus == mus.flat[0]).all() else \
+            torch.as_tensor(mus, dtype=ctx.x.dtype, device=ctx.x.device)[:, :, None, None]
+        return super().client_init(ctx)
+
+    def _check_cohort(self, messages, nodes, t: int) -> None:
+        got = [self.protocol.node_of(m) for m in messages]
+        if got != sorted(int(n) for n in nodes):
+            raise ConfigError(f"{self.name}: {self.protocol.CONFIGURE} at round {t + 1} addressed nodes {got}, not the "
+                              f"sampled cohort {sorted(int(n) for n in nodes)} (it must train every node the grid "
+                              "lists when its sampling arguments are set by the bridge)")
+
+    def _read_config(self, config: dict, strategy) -> float:
+        """The proximal weight ``config`` sends (0 if none); every key the local rule cannot honour is reported
+        once."""
+        for key, value in config.items():
+            honoured = key in HONOURED and (key != "clipping_norm" or self.protocol.client_mod(strategy) is not None)
+            if not honoured and key not in self._reported:
+                self._reported.add(key)
+                print(f"warning: {self.name} sends config {key!r}={value!r}, which stabkit's local rule does not "
+                      "honour (it trains with --lr, --local-steps and --batch-size); ignored", file=sys.stderr)
+        return float(config.get("proximal-mu", config.get("proximal_mu", 0.0)))
+
+    def client_step(self, ctx, step, y, local, g):
+        mu = self._mu
+        if isinstance(mu, float) and mu == 0.0:
+            return descend(y, step.lr, g), local
+        return descend(y, step.lr, g + mu * (y - ctx.x_clients)), local
+
+    def client_final(self, ctx, start, y, local):
+        return {"y": y}, {}
+
+    def combine(self, ctx, uploads):
+        return uploads
+
+    def server_update(self, ctx, means):
+        y = means["y"].detach().cpu().numpy()
+        x_np = ctx.x.detach().cpu().numpy()
+        x_new = ctx.x.clone()
+        for i, pair in enumerate(ctx.pairs):
+            slot = {int(n) + fl.NODE_OFFSET: k for k, n in enumerate(ctx.cohort[i])}
+            for j in (0, 1):
+                strategy = self.copies[pair, j]
+                proto, mod = self.protocol, self.protocol.client_mod(strategy)
+                messages = self._pending.pop((pair, j))
+                try:
+                    with fl.flower_calls(int(ctx.keys[i]), 1):
+                        replies = [proto.reply(m, {fl.ARRAY: y[i, j, slot[proto.node_of(m)]]}, ctx.local_steps, mod)
+                                   for m in messages]
+                        arrays = proto.aggregate(strategy, ctx.t + 1, replies)
+                except Exception as e:
+                    raise self._fail(proto.AGGREGATE, ctx.t, pair, j, e) from None
+                if arrays is None:
+                    self._skip(ctx.t, pair, j)
+                    continue
+                x = fl.unpack(arrays, {fl.ARRAY: x_np[i, j]})
+                if isinstance(x, str):
+                    raise ConfigError(f"{self.name}: {proto.AGGREGATE} returned {x} at round {ctx.t + 1}")
+                x_new[i, j] = torch.as_tensor(x[fl.ARRAY])
+        return x_new, {}
+
+    def _skip(self, t: int, pair: int, j: int) -> None:
+        self.skipped.append((t + 1, pair, TRAJECTORIES[j]))
+        print(f"warning: {self.name} aggregated nothing at round {t + 1} (pair {pair}, trajectory "
+              f"{TRAJECTORIES[j]}): the model is kept (a skipped round)", file=sys.stderr)
+
+    def host_state(self):
+        """The strategies, pickled into a uint8 tensor (a checkpoint holds tensors only)."""
+        try:
+            data = pickle.dumps(dict(sorted(self.copies.items())))
+        except Exception as e:
+            raise ConfigError(f"{self.name} cannot be checkpointed: pickling its strategy raised "
+                              f"{describe_error(e)}; run with --checkpoint-every 0") from None
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+    def load_host_state(self, state) -> None:
+        self.copies = pickle.loads(state.cpu().numpy().tobytes())
+
+
+def _build(cls: type, label: str, params, s: int, x0: np.ndarray):
+    """``cls(**params, sampling arguments for s clients)``; an inner strategy named in ``params`` (a wrapper's
+    ``strategy``) is built the same way, with its defaults; ``initial_parameters`` (legacy FedOpt) is ``x0``."""
+    signature = inspect.signature(cls).parameters
+    kwargs = {name: make(s) for name, make in SAMPLING.items() if name in signature}
+    if "initial_parameters" in signature:
+        kwargs["initial_parameters"] = legacy.parameters({fl.ARRAY: x0})
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        if f.metadata["kind"] == "strategy" and value is not None:
+            inner = strategy_class(label, value)
+            value = _build(inner, label, params_class(inner, label)(), s, x0)
+        kwargs[f.name] = value
+    try:
+        strategy = cls(**kwargs)
+    except Exception as e:
+        raise ConfigError(f"invalid algo={label!r}: {cls.__name__}({', '.join(kwargs)}) raised "
+                          f"{describe_error(e)}") from None
+    _check_cohort_size(strategy, label, s)
+    return strategy
+
+
+def _check_cohort_size(strategy, label: str, s: int) -> None:
+    """Refuse a robust aggregator that cannot aggregate s clients (it would skip every round)."""
+    from flwr.serverapp.strategy import Bulyan
+
+    if isinstance(strategy, Bulyan) and s < 4 * strategy.num_malicious_nodes + 3:
+        f = strategy.num_malicious_nodes
+        raise ConfigError(f"invalid algo={label!r}: Bulyan with num_malicious_nodes={f} needs at least 4f + 3 = "
+                          f"{4 * f + 3} clients per round, got {s}")
+
+
+def bridge_class(name: str) -> type:
+    """The algorithm class of ``--algo name`` (``flwr:NAME`` or ``flwr:package.module:Class``)."""
+    cls = strategy_class(name, name[len(PREFIX):])
+    return type(f"Flower{cls.__name__}", (FlowerStrategy,), dict(
+        name=name, title=f"{cls.__name__} (Flower)", params_cls=params_class(cls, name), strategy_cls=cls,
+        protocol=legacy if is_legacy(cls) else fl,
+        reference=f"Flower strategy {cls.__module__}.{cls.__qualname__}, driven in-process by stabkit"))

@@ -1,0 +1,225 @@
+"""``stabkit pair --flwr-app package.module:NAME``: a whole Flower app, paired and coupled.
+
+The entry point is a function ``NAME()`` returning a dict with
+
+* ``client_app``: the app's ``flwr.clientapp.ClientApp`` (its own local training, unchanged);
+* ``strategy``: the Message-API strategy its ``ServerApp`` uses (copied once per trajectory of every pair;
+  the runner sets its sampling attributes so that it trains exactly the cohort stabkit sampled);
+* ``arrays``: the initial ``ArrayRecord`` its ``ServerApp`` starts from;
+* ``partitions``: how many training partitions (nodes) the app's data loader has;
+* ``heldout`` (optional, default 0): further partitions ``partitions ... partitions + heldout - 1`` it can
+  load, for client perturbation.
+
+Every round, per pair: stabkit's coupled client sample S_t (the same in both trajectories), each trajectory's
+strategy copy configures the round (:mod:`stabkit.algorithms.flower.inprocess`), every sampled node's
+ClientApp is called in a plain loop (:mod:`stabkit.run.flwr_clients`: 2 x pairs x s calls per round, each
+with the RNGs seeded from (seed, pair, round, node)), and ``aggregate_train`` gives the new arrays.
+``--perturb client`` gives one node per pair (drawn from stabkit's streams) a held-out partition in trajectory B;
+``--perturb none`` is the null pair (D_t exactly 0 for a deterministic app: round 1 checks that two calls with the
+same seed, model and partition return the same bits, and names the node that does not). ``--perturb sample`` is
+refused: stabkit cannot see inside the app's data loading. Writes ``config.json``, ``metrics.csv`` (round,
+pair, disc, disc_sq, hit, skipped) and ``summary.json``; a failing call stops the run cleanly with the rows
+logged so far.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stabkit import plugins
+from stabkit.algorithms.flower import inprocess as fl
+from stabkit.algorithms.flower.params import SAMPLING
+from stabkit.engine.rng import hash_keys, randint
+from stabkit.engine.sampling import sample_clients
+from stabkit.errors import ConfigError, require
+from stabkit.extras import require_extra
+from stabkit.run import flwr_clients as fc
+from stabkit.store.atomic import atomic_write_csv, atomic_write_json
+from stabkit.store.runstore import prepare_run_dir
+
+KEYS = ("client_app", "strategy", "arrays", "partitions")
+TRAJ = "AB"
+
+
+def load_app(spec: str) -> dict:
+    """The app the entry point ``spec`` returns, checked (one ConfigError line per problem)."""
+    require_extra("flower")
+    from flwr.app import ArrayRecord
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp.strategy import Strategy
+
+    if not plugins.is_import_path(spec):
+        raise ConfigError(f"invalid flwr_app={spec!r}: an import path package.module:function")
+    app = plugins.call("flwr_app", spec, plugins.load("flwr_app", spec))
+    where = f"invalid flwr_app={spec!r}"
+    require(isinstance(app, dict) and set(KEYS) <= set(app), "flwr_app", spec,
+            f"a function returning a dict with {', '.join(KEYS)} (and optionally heldout)")
+    checks = (("client_app", ClientApp), ("strategy", Strategy), ("arrays", ArrayRecord))
+    for key, cls in checks:
+        if not isinstance(app[key], cls):
+            raise ConfigError(f"{where}: its {key} is a {type(app[key]).__name__}, expected {cls.__name__}")
+    for key in ("partitions", "heldout"):
+        value, least = app.get(key, 0), 1 if key == "partitions" else 0
+        if not (isinstance(value, int) and value >= least):
+            raise ConfigError(f"{where}: its {key} is {value!r}, expected an integer >= {least}")
+    return {"heldout": 0, **app}
+
+
+def cohort_size(app: dict, cfg) -> int:
+    """s: ``--clients-per-round``, else ``--participation`` of the app's partitions (at least 1)."""
+    if cfg.clients_per_round is not None:
+        return cfg.clients_per_round
+    return max(1, int(round(cfg.participation * app["partitions"])))
+
+
+def check_settings(spec: str, app: dict, cfg) -> None:
+    """What this run asks of the app: a cohort it has, and a perturbation it can take."""
+    s = cohort_size(app, cfg)
+    require(s <= app["partitions"], "clients_per_round", s, f"at most the app's {app['partitions']} partitions")
+    if cfg.perturb == "sample":
+        raise ConfigError("invalid perturb='sample' with --flwr-app: none or client (stabkit cannot see inside "
+                          "the app's data loading to replace one sample)")
+    require(cfg.perturb in ("none", "client"), "perturb", cfg.perturb, "none or client with --flwr-app")
+    if cfg.perturb == "client" and app["heldout"] < 1:
+        raise ConfigError(f"invalid flwr_app={spec!r}: --perturb client needs a held-out partition (its entry "
+                          "point's heldout is 0)")
+
+
+def _sampling_set(strategy, s: int):
+    """A copy of ``strategy`` with its sampling attributes set to train exactly the s nodes of the cohort."""
+    strategy = copy.deepcopy(strategy)
+    for name, make in SAMPLING.items():
+        if hasattr(strategy, name):
+            setattr(strategy, name, make(s))
+    return strategy
+
+
+class AppRun:
+    """The paired run of a Flower app: per pair and trajectory a strategy copy, the arrays and the nodes'
+    contexts, advanced one round at a time."""
+
+    def __init__(self, spec: str, app: dict, cfg):
+        self.spec, self.app, self.cfg = spec, app, cfg
+        self.s, self.N, R = cohort_size(app, cfg), app["partitions"], cfg.pairs
+        start = {k: a.numpy() for k, a in app["arrays"].items()}
+        self.strategies = {(p, j): _sampling_set(app["strategy"], self.s) for p in range(R) for j in (0, 1)}
+        self.arrays = {(p, j): dict(start) for p in range(R) for j in (0, 1)}
+        self.contexts: dict = {}
+        self.perturbed = randint(cfg.seed, "flwr-app-client", self.N, np.arange(R))
+        self.replacement = self.N + randint(cfg.seed, "flwr-app-heldout", max(app["heldout"], 1), np.arange(R))
+        self.rows: list = []
+        self.client_calls = 0
+
+    def partition(self, pair: int, j: int, node: int) -> int:
+        """The partition trajectory j of ``pair`` trains on at logical node ``node`` (client perturbation:
+        trajectory B's perturbed node loads a held-out partition)."""
+        if self.cfg.perturb == "client" and j == 1 and node == self.perturbed[pair]:
+            return int(self.replacement[pair])
+        return node
+
+    def _context(self, pair: int, j: int, node: int):
+        key = (pair, j, node)
+        if key not in self.contexts:
+            self.contexts[key] = fc.node_context(node + fl.NODE_OFFSET, self.partition(pair, j, node),
+                                                 self.N + self.app["heldout"])
+        return self.contexts[key]
+
+    def _where(self, t: int, pair: int, j: int, node=None) -> str:
+        return (f"flwr_app {self.spec!r} at round {t + 1} (pair {pair}, trajectory {TRAJ[j]}"
+                + ("" if node is None else f", node {node + fl.NODE_OFFSET}") + ")")
+
+    def step(self, t: int) -> None:
+        """Round t of every pair; its metrics row appended."""
+        S = sample_clients(self.cfg.seed, t, self.cfg.pairs, self.N, self.s)
+        keys = hash_keys(self.cfg.seed, "host", np.arange(self.cfg.pairs), t)
+        for pair in range(self.cfg.pairs):
+            replies = [self._train(t, pair, j, S[pair], int(keys[pair])) for j in (0, 1)]
+            if t == 0:
+                self._check_deterministic(pair, replies)
+            skipped = [self._aggregate(t, pair, j, replies[j], int(keys[pair])) for j in (0, 1)]
+            disc = self.discrepancy(pair)
+            self.rows.append({"round": t + 1, "pair": pair, "disc": disc, "disc_sq": disc ** 2,
+                              "hit": int(self.cfg.perturb == "client" and self.perturbed[pair] in S[pair]),
+                              "skipped": int(any(skipped))})
+
+    def _train(self, t: int, pair: int, j: int, cohort, key: int) -> list:
+        """``[(message, reply, arrays)]`` of trajectory j's nodes, sorted by node id."""
+        try:
+            with fl.flower_calls(key, 0):
+                messages = fl.configure(self.strategies[pair, j], t + 1, self.arrays[pair, j], cohort + fl.NODE_OFFSET)
+        except Exception as e:
+            raise ConfigError(f"{self._where(t, pair, j)}: configure_train raised {describe(e)}") from None
+        out = []
+        for m in messages:
+            node = m.metadata.dst_node_id - fl.NODE_OFFSET
+            node_key = int(hash_keys(self.cfg.seed, "flwr-app-node", pair, t, node))
+            reply, arrays = fc.call_client(self.app["client_app"], m, self._context(pair, j, node), node_key,
+                                           self._where(t, pair, j, node))
+            out.append((m, reply, arrays))
+            self.client_calls += 1
+        return out
+
+    def _check_deterministic(self, pair: int, replies) -> None:
+        """Round 1: every node that trains the same partition in both trajectories must return the same bits."""
+        for (m, _, a), (_, _, b) in zip(*replies):
+            node = m.metadata.dst_node_id - fl.NODE_OFFSET
+            if self.partition(pair, 1, node) == node and not fc.same_arrays(a, b):
+                raise ConfigError(f"{self._where(0, pair, 1, node)}: the ClientApp is not deterministic under a "
+                                  "fixed seed: two calls with the same model, partition and seeds (torch, numpy, "
+                                  "random) returned different arrays, so even the null pair would drift")
+
+    def _aggregate(self, t: int, pair: int, j: int, replies, key: int) -> bool:
+        """Trajectory j's new arrays from its replies; True when the strategy skipped the round."""
+        try:
+            with fl.flower_calls(key, 1):
+                arrays, _ = self.strategies[pair, j].aggregate_train(t + 1, [r for _, r, _ in replies])
+        except Exception as e:
+            raise ConfigError(f"{self._where(t, pair, j)}: aggregate_train raised {describe(e)}") from None
+        if arrays is None:
+            return True
+        new = fl.unpack(arrays, self.arrays[pair, j])
+        if isinstance(new, str):
+            raise ConfigError(f"{self._where(t, pair, j)}: aggregate_train returned {new}")
+        self.arrays[pair, j] = new
+        return False
+
+    def discrepancy(self, pair: int) -> float:
+        a, b = self.arrays[pair, 0], self.arrays[pair, 1]
+        return float(np.sqrt(sum(np.sum((a[k].astype(np.float64) - b[k]) ** 2) for k in a)))
+
+
+def describe(e: Exception) -> str:
+    return plugins.describe_error(e)
+
+
+def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict:
+    """Run the app ``spec`` paired for ``cfg.rounds`` rounds and write ``out``; return the summary."""
+    app = load_app(spec)
+    check_settings(spec, app, cfg)
+    run = AppRun(spec, app, cfg)
+    out = prepare_run_dir(Path(out), overwrite)
+    atomic_write_json(out / "config.json", {"flwr_app": spec, "seed": cfg.seed, "pairs": cfg.pairs,
+                                            "rounds": cfg.rounds, "clients_per_round": run.s,
+                                            "perturb": cfg.perturb, "partitions": run.N, "heldout": app["heldout"]})
+    start = time.perf_counter()
+    try:
+        for t in range(cfg.rounds):
+            run.step(t)
+            if progress is not None:
+                progress(t + 1)
+    finally:  # a failing call keeps the rows of the rounds before it
+        atomic_write_csv(out / "metrics.csv", pd.DataFrame(run.rows, columns=ROW_COLUMNS))
+    wall = time.perf_counter() - start
+    final = [r["disc"] for r in run.rows if r["round"] == cfg.rounds]
+    summary = {"status": "completed", "rounds_done": cfg.rounds, "final_disc_mean": float(np.mean(final)),
+               "final_disc_max": float(np.max(final)), "client_calls": run.client_calls, "wall_s": wall,
+               "s_per_round": wall / cfg.rounds, "skipped_rounds": int(sum(r["skipped"] for r in run.rows))}
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+ROW_COLUMNS = ["round", "pair", "disc", "disc_sq", "hit", "skipped"]
