@@ -7,12 +7,12 @@ import pytest
 
 from stabkit import RunConfig
 from stabkit.run.flwr_app import run_app
+from tests.cli.test_bad_inputs import check_refused
 from tests.helpers import cli
-from tests.test_bad_inputs import check_refused
 
 pytest.importorskip("flwr")
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flower_digits"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower_digits"
 FIX = "tests.flower_fixtures:"
 ARGS = ["--pairs", "2", "--rounds", "2", "--clients-per-round", "3", "--quiet"]
 

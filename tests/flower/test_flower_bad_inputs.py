@@ -5,8 +5,8 @@ import sys
 import pandas as pd
 import pytest
 
+from tests.cli.test_bad_inputs import check_refused
 from tests.helpers import cli
-from tests.test_bad_inputs import check_refused
 
 pytest.importorskip("flwr")
 
