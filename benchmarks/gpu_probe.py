@@ -38,7 +38,8 @@ from benchmarks.workloads import image_task, workloads  # noqa: E402
 from stabkit.config.taskoptions import TaskOptions  # noqa: E402
 from stabkit.engine import grouped, seqgrad  # noqa: E402
 from stabkit.engine.determinism import set_deterministic  # noqa: E402
-from stabkit.run.experiment import PairedRun, resolve_device  # noqa: E402
+from stabkit.run.experiment import PairedRun  # noqa: E402
+from stabkit.run.preflight import resolve_device  # noqa: E402
 
 
 def cases(device: str, scale: float) -> dict:
