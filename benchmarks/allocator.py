@@ -1,27 +1,25 @@
-"""stabkit's caching CPU allocator (``stabkit/engine/cpu_cache.cpp``) against the allocators one can have
-without compiling anything: glibc's own knobs, jemalloc and tcmalloc (issue 36).
+"""stabkit's allocator policy (``stabkit.engine.alloc``: glibc's heap, no mmap, freed memory kept) against
+the alternatives: glibc's defaults for large blocks, jemalloc and tcmalloc (issue 36).
 
-    .venv/bin/python benchmarks/allocator.py [--reps 3] [--w5-rounds 3] [--digits-rounds 6] [--json PATH]
+    .venv/bin/python benchmarks/allocator.py [--reps 3] [--w5-rounds 3] [--digits-rounds 4] [--json PATH]
 
 Every trial is a fresh process running one workload under one policy, so that ``LD_PRELOAD`` and the
 allocator's state start clean; the policies alternate within each repetition (their order rotates from one
 repetition to the next), so a load from the machine's other users falls on every policy alike. Policies:
 
-* ``cache``: the default: ``cpu_cache.cpp`` keeps freed blocks of 32 MiB and more, glibc's thresholds raised
-  (``stabkit.engine.alloc``);
-* ``glibc``: no compiled code; ``MALLOC_MMAP_MAX_=0`` (glibc serves every block from its heap, never a fresh
-  ``mmap``) and ``MALLOC_TRIM_THRESHOLD_`` at the cache's limit (freed memory stays in the heap for reuse),
-  ``malloc_trim(0)`` where the cache would release its blocks;
-* ``jemalloc``, ``tcmalloc``: Debian's ``libjemalloc2`` / ``libtcmalloc-minimal4`` through ``LD_PRELOAD``,
-  the cache off;
-* ``torch``: the cache off, glibc's thresholds raised as ``stabkit.engine.alloc`` does (what a run has
-  without a compiler).
+* ``stabkit``: the default: glibc serves every block from its heap (``mallopt(M_MMAP_MAX, 0)``) and keeps
+  freed memory for reuse, ``malloc_trim(0)`` when the rounds end;
+* ``mmap``: ``STABKIT_CPU_CACHE_MB=0``: blocks of 32 MiB and more are glibc's fresh mmaps, unmapped on free;
+* ``jemalloc``, ``tcmalloc``: Debian's ``libjemalloc2`` / ``libtcmalloc-minimal4`` through ``LD_PRELOAD``
+  (``apt-get install libjemalloc2 libtcmalloc-minimal4``).
 
-Workloads: ``W5`` (ResNet-18-GN at CIFAR shapes, 2 pairs x 4 clients, one local step per round:
-``benchmarks/workloads.py``), the engine's round after a warm-up round; ``topup``, a digits top-up job as the
-atlas runs it (FedSAGD, sample perturbation, 245 pairs, K = 10, B = 16, 20 clients, s = 5). Reported per
-trial: seconds per round (median of the timed rounds), minor page faults per round, peak RSS, the RSS after
-the release and the release's seconds; per policy the median over repetitions with min-max.
+``--child POLICY WORKLOAD ROUNDS`` runs one trial in this process and prints it as JSON (the environment is
+the caller's): how ``docs/performance-engine.md`` alternated trials of this tree with those of the tree that
+still had the compiled cache. Workloads: ``W5`` (ResNet-18-GN at CIFAR shapes, 2 pairs x 4 clients, one local
+step per round: ``benchmarks/workloads.py``), the engine's round after a warm-up round; ``topup``, a digits
+top-up job as the atlas runs it (FedSAGD, sample perturbation, 245 pairs, K = 10, B = 16, 20 clients, s = 5).
+Reported per trial: seconds per round (median of the timed rounds), minor page faults per round, peak RSS,
+the RSS after the release; per policy the median over repetitions with min-max.
 """
 from __future__ import annotations
 
@@ -37,18 +35,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 PRELOAD = {"jemalloc": LIBDIR / "libjemalloc.so.2", "tcmalloc": LIBDIR / "libtcmalloc_minimal.so.4"}
-POLICIES = ("cache", "glibc", "jemalloc", "tcmalloc", "torch")
+POLICIES = ("stabkit", "mmap", "jemalloc", "tcmalloc")
 WORKLOADS = ("W5", "topup")
 
 
-def policy_env(policy: str, limit: int) -> dict:
-    """The environment of a trial under ``policy`` (``limit``: the cache's limit in bytes)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "LD_PRELOAD"}
+def policy_env(policy: str) -> dict:
+    """The environment of a trial under ``policy``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k not in ("LD_PRELOAD",
+                                                                                              "STABKIT_CPU_CACHE_MB")}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    if policy != "cache":
+    if policy == "mmap":
         env["STABKIT_CPU_CACHE_MB"] = "0"
-    if policy == "glibc":
-        env.update(MALLOC_MMAP_MAX_="0", MALLOC_TRIM_THRESHOLD_=str(limit))
     if policy in PRELOAD:
         env["LD_PRELOAD"] = str(PRELOAD[policy])
     return env
@@ -71,12 +68,11 @@ def _run(workload: str, rounds: int):
 
 def trial(policy: str, workload: str, rounds: int) -> dict:
     """Child process: time ``rounds`` engine rounds of ``workload`` after one warm-up round."""
-    import ctypes
     import resource
 
     import torch
 
-    from stabkit.engine import cpucache
+    from stabkit.engine import alloc
     from stabkit.engine.determinism import set_deterministic
 
     torch.set_num_threads(1)
@@ -93,14 +89,12 @@ def trial(policy: str, workload: str, rounds: int) -> dict:
     disc = float(run.engine.discrepancy().sum())
     del run
     start = time.perf_counter()
-    if policy == "glibc":
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    cpucache.release()
+    alloc.release()
     release_s = time.perf_counter() - start
     return {"policy": policy, "workload": workload, "round_s": statistics.median(times), "rounds_s": times,
             "faults": faults, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
             "rss_after_release_gb": _rss() / 2 ** 30, "release_s": release_s, "disc_sum": disc,
-            "cache_installed": cpucache.stats()["installed"]}
+            "allocator": alloc.policy()}
 
 
 def _rss() -> int:
@@ -110,16 +104,17 @@ def _rss() -> int:
     return 0
 
 
-def spawn(policy: str, workload: str, rounds: int, limit: int) -> dict:
+def spawn(policy: str, workload: str, rounds: int) -> dict:
     cmd = [sys.executable, __file__, "--child", policy, workload, str(rounds)]
-    done = subprocess.run(cmd, env=policy_env(policy, limit), capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(cmd, env=policy_env(policy), capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"{policy} {workload}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def summarise(results: list) -> list:
-    """Per workload and policy: median seconds per round with min-max, faults, peak RSS, relative to ``cache``."""
+    """Per workload and policy: median seconds per round with min-max, faults, peak RSS, relative to the first
+    policy's."""
     rows = []
     for workload in WORKLOADS:
         base = None
@@ -129,9 +124,9 @@ def summarise(results: list) -> list:
                 continue
             secs = [r["round_s"] for r in mine]
             med = statistics.median(secs)
-            base = med if policy == "cache" else base
+            base = med if base is None else base
             rows.append({"workload": workload, "policy": policy, "median_s": med, "min_s": min(secs),
-                         "max_s": max(secs), "vs_cache": med / base if base else None,
+                         "max_s": max(secs), "vs_first": med / base,
                          "faults": statistics.median(r["faults"] for r in mine),
                          "peak_rss_gb": max(r["peak_rss_gb"] for r in mine),
                          "rss_after_release_gb": statistics.median(r["rss_after_release_gb"] for r in mine),
@@ -143,35 +138,32 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--w5-rounds", type=int, default=3)
-    ap.add_argument("--digits-rounds", type=int, default=6)
+    ap.add_argument("--digits-rounds", type=int, default=4)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results_allocator.json"))
     ap.add_argument("--child", nargs=3, metavar=("POLICY", "WORKLOAD", "ROUNDS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
+        from stabkit.engine.alloc import apply_at_start
+
+        apply_at_start()  # before torch is imported, as the stabkit command does
         print(json.dumps(trial(args.child[0], args.child[1], int(args.child[2]))))
         return
-    sys.path.insert(0, str(ROOT))
-    from stabkit.engine import cpucache
-
-    require_compiled = cpucache.library()  # built once here, not inside the first trial
-    policies = args.policies.split(",")
-    limit, results = cpucache.limit_bytes(), []
+    policies, results = args.policies.split(","), []
     for rep in range(args.reps):
         order = policies[rep % len(policies):] + policies[:rep % len(policies)]
         for workload, rounds in (("W5", args.w5_rounds), ("topup", args.digits_rounds)):
             for policy in order:
-                r = spawn(policy, workload, rounds, limit)
+                r = spawn(policy, workload, rounds)
                 results.append(r)
                 print(f"rep {rep} {workload:5s} {policy:8s} {r['round_s']:.3f} s/round, {r['faults']:.0f} faults, "
                       f"peak {r['peak_rss_gb']:.2f} GB, after release {r['rss_after_release_gb']:.2f} GB", flush=True)
     rows = summarise(results)
     for row in rows:
         print(f"{row['workload']:5s} {row['policy']:8s} median {row['median_s']:.3f} s ({row['min_s']:.3f}-"
-              f"{row['max_s']:.3f}) x{row['vs_cache']:.2f} of cache, {row['faults']:.0f} faults/round, peak "
+              f"{row['max_s']:.3f}) x{row['vs_first']:.2f} of {policies[0]}, {row['faults']:.0f} faults/round, peak "
               f"{row['peak_rss_gb']:.2f} GB, same numbers: {row['same_numbers']}")
-    Path(args.json).write_text(json.dumps({"compiled": str(require_compiled), "trials": results, "summary": rows},
-                                          indent=1) + "\n")
+    Path(args.json).write_text(json.dumps({"trials": results, "summary": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

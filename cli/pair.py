@@ -162,6 +162,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
             check_new_run_dir(out_dir, overwrite)
             check_writable(out_dir)
     resolve_hp(cfg.algo, cfg.hp)
+    from stabkit.engine.alloc import policy
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary
 
@@ -173,6 +174,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
 
         checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
     click.echo(run.describe_evaluation())
+    click.echo(policy())  # which allocator the run uses, once
     from tqdm import tqdm
 
     with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,

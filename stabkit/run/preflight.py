@@ -20,6 +20,7 @@ from stabkit import plugins
 from stabkit.algorithms import ALGORITHMS, build_algorithm
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig
+from stabkit.engine.alloc import limit_bytes
 from stabkit.engine.contract import CheckedAlgorithm
 from stabkit.engine.memory import require_memory, run_bytes
 from stabkit.errors import ConfigError, require
@@ -84,8 +85,8 @@ def build_checked_task(cfg: RunConfig) -> Task:
 
 def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None):
     """Everything about ``cfg`` on ``task`` that can be checked before a tensor is allocated: the algorithm and
-    its hyperparameters, model/task compatibility, batch size against the clients' data, the device and the
-    memory the run needs. ``make_module``: the run's module factory (default: ``cfg.model`` built for
+    its hyperparameters, model/task compatibility, batch size against the clients' data, the device, the
+    allocator's limit and the memory the run needs. ``make_module``: the run's module factory (default: ``cfg.model`` built for
     ``task``). Returns ``(algorithm, device)``."""
     algo = checked_algorithm(cfg)
     d = _check_model(cfg, task, make_module or module_maker(cfg, task, None)[0])
@@ -93,6 +94,7 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
             f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
     _check_batch_size(cfg, task)
     device = resolve_device(cfg.device)
+    limit_bytes()  # a bad STABKIT_CPU_CACHE_MB is refused here, before the engine applies the allocator policy
     needed, largest_part = run_bytes(cfg, task, d, algo, torch.finfo(getattr(torch, cfg.dtype)).bits // 8)
     require_memory(needed, f"this run (largest part: {largest_part})",
                    "use fewer --pairs, --clients or clients per round, or a smaller model", device)

@@ -21,7 +21,7 @@ import torch
 from stabkit import __version__
 from stabkit.algorithms import resolve_hp
 from stabkit.config.runconfig import read_mapping
-from stabkit.engine import cpucache
+from stabkit.engine import alloc
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.paired import RoundRecord
 from stabkit.run.constants import run_constants
@@ -108,7 +108,7 @@ class RunRecorder:
                 self._checkpoint(done, rec, snapshots)
         run.times["wall_s"] = wall_before + time.perf_counter() - session_start
         self._flush()
-        cpucache.release()  # the blocks kept for the rounds go back to the system (a sweep's next job may need them)
+        alloc.release()  # the memory kept for the rounds goes back to the system (a sweep's next job may need them)
         return self._finish(status, diverged_round, done, snapshots)
 
     def _after_round(self, t: int, rec, snapshots: dict, snapshot_rounds: set, wall_s: Callable) -> None:
@@ -171,9 +171,10 @@ class RunRecorder:
 
 def run_facts(run) -> dict:
     """What config.json records about ``run`` beside its configuration: the resolved hyperparameters,
-    versions, device, threads, CPU cache limit, parameter count and smallest client."""
+    versions, device, threads, allocator, parameter count and smallest client."""
     return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "versions": versions(),
-            "device_used": str(run.device), "threads": run.threads, "cpu_cache_mb": cpucache.stats()["limit"] >> 20,
+            "device_used": str(run.device), "threads": run.threads, "allocator": alloc.policy(),
+            "cpu_cache_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
             "d": run.model.d, "n_min": int(run.data.n_np[: run.task.num_train_clients].min())}
 
 
