@@ -31,7 +31,8 @@ from benchmarks.gpu_probe import cases, timed  # noqa: E402
 from benchmarks.run import gemm_peak, machine  # noqa: E402
 from stabkit import RunConfig, TaskOptions  # noqa: E402
 from stabkit.engine.determinism import set_deterministic  # noqa: E402
-from stabkit.run.experiment import PairedRun, resolve_device  # noqa: E402
+from stabkit.run.experiment import PairedRun  # noqa: E402
+from stabkit.run.preflight import resolve_device  # noqa: E402
 
 AGREEMENT = dict(task="digits", algo="fedavg", pairs=8, rounds=5, clients_per_round=4, local_steps=5,
                  batch_size=16, task_options=TaskOptions(clients=12), constants=False, local_rounds=())

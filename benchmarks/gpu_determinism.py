@@ -17,7 +17,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stabkit import RunConfig, TaskOptions  # noqa: E402
-from stabkit.run.experiment import PairedRun, resolve_device  # noqa: E402
+from stabkit.run.experiment import PairedRun  # noqa: E402
+from stabkit.run.preflight import resolve_device  # noqa: E402
 
 CFG = dict(task="digits", model="cnn", pairs=2, rounds=4, clients_per_round=3, local_steps=3, batch_size=8,
            task_options=TaskOptions(clients=6), dtype="float32", constants=False, local_rounds=(),

@@ -36,9 +36,10 @@ from benchmarks.baseline import PerClientLoop  # noqa: E402
 from benchmarks.run import gemm_peak, machine  # noqa: E402
 from benchmarks.workloads import image_task, workloads  # noqa: E402
 from stabkit.config.taskoptions import TaskOptions  # noqa: E402
-from stabkit.engine import grouped, seqgrad  # noqa: E402
+from stabkit.engine import conv, forms, grouped  # noqa: E402
 from stabkit.engine.determinism import set_deterministic  # noqa: E402
-from stabkit.run.experiment import PairedRun, resolve_device  # noqa: E402
+from stabkit.run.experiment import PairedRun  # noqa: E402
+from stabkit.run.preflight import resolve_device  # noqa: E402
 
 
 def cases(device: str, scale: float) -> dict:
@@ -110,12 +111,12 @@ def env(name: str, value: str):
 @contextmanager
 def conv_layout(fmt):
     """Both fast paths' convolutions in memory format ``fmt`` for the block."""
-    before = seqgrad.conv_format
-    seqgrad.conv_format = grouped.conv_format = lambda device: fmt
+    before = forms.conv_format
+    forms.conv_format = lambda device: fmt
     try:
         yield
     finally:
-        seqgrad.conv_format = grouped.conv_format = before
+        forms.conv_format = before
 
 
 def gradient_variants(run, reps: int) -> dict:
@@ -149,17 +150,17 @@ def gradient_variants(run, reps: int) -> dict:
 
 def small_map_variants(run, thresholds: list, reps: int) -> dict:
     """Seconds of the grouped path's gradient (eager) with convolutions of at most ``t`` output positions run
-    as im2col + one bmm over the models (``grouped.SMALL_MAP`` of this device), for each ``t``; Sequential models (W4) are
+    as im2col + one bmm over the models (``conv.SMALL_MAP`` of this device), for each ``t``; Sequential models (W4) are
     run through the grouped form built from their module for this comparison."""
     fast = run.model.fast if isinstance(run.model.fast, grouped.GroupedModel) else \
         grouped.compile_grouped(run.model.module, run.model.kind)
     theta, xb, yb = step_inputs(run)
     ref = run.model.grads(theta, xb, yb)
-    before, out = dict(grouped.SMALL_MAP), {}
+    before, out = dict(conv.SMALL_MAP), {}
     device = theta.device.type
     try:
         for t in thresholds:
-            grouped.SMALL_MAP[device] = t
+            conv.SMALL_MAP[device] = t
             try:
                 out[f"small_map_{t}_s"] = timed(lambda: fast.grads(theta, xb, yb), reps)
                 out[f"small_map_{t}_maxdiff"] = float((fast.grads(theta, xb, yb) - ref).abs().max())
@@ -168,7 +169,7 @@ def small_map_variants(run, thresholds: list, reps: int) -> dict:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
     finally:
-        grouped.SMALL_MAP.update(before)
+        conv.SMALL_MAP.update(before)
     return out
 
 
@@ -214,7 +215,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cuda", help="cpu: a smoke run of this script's logic")
     ap.add_argument("--scale", type=float, default=1.0, help="shrink every case (smoke run)")
-    ap.add_argument("--small-map", default="", help="comma-separated grouped.SMALL_MAP values to time (W4, W5)")
+    ap.add_argument("--small-map", default="", help="comma-separated conv.SMALL_MAP values to time (W4, W5)")
     ap.add_argument("--skip-variants", action="store_true", help="only the round (no gradient variants)")
     a = ap.parse_args()
     resolve_device(a.device)

@@ -202,7 +202,10 @@ def _run_with_progress(run, out_dir: Path, resume: bool, quiet: bool, overwrite:
         from stabkit.run.resume_check import checked_checkpoint
 
         checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
+    from stabkit.engine.alloc import policy
+
     click.echo(run.describe_evaluation())
+    click.echo(policy())  # which allocator the run uses, once
     from tqdm import tqdm
 
     cfg = run.cfg

@@ -27,17 +27,3 @@ def test_atlas_templates_are_package_data():
     assert templates == ["templates/cells.md.j2", "templates/index.html.j2"]
     assert all(fnmatch.fnmatch(t, pattern) for t in templates)
     assert (resources.files("stabkit.atlas") / "templates" / "index.html.j2").is_file()
-
-
-def test_the_cpu_cache_source_is_package_data():
-    """The caching CPU allocator's C++ source, compiled on first use, installs with the engine package."""
-    import fnmatch
-
-    from stabkit.engine import cpucache
-
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "setup.cfg")
-    pattern = cfg["options.package_data"]["stabkit.engine"].strip()
-    assert cpucache.SOURCE.is_file() and fnmatch.fnmatch(cpucache.SOURCE.name, pattern)
-    assert sorted(p.name for p in cpucache.SOURCE.parent.iterdir() if fnmatch.fnmatch(p.name, pattern)) == \
-        ["cpu_cache.cpp"]

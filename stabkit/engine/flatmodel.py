@@ -4,9 +4,10 @@ Per-client state, averaging and ||x - x'|| are single tensor ops on flat vectors
 module is only a shape template evaluated with ``torch.func.functional_call``. ``grads`` computes the
 minibatch-loss gradients of many clients at once with ``vmap(grad(...))`` (no Python loop over
 clients); ``evaluate`` gives per-sample losses, correctness and the gradient of a weighted full-data
-loss for several models on shared data. Sequential stacks of Conv2d/MaxPool2d/ReLU/Flatten/Linear
-(logistic, MLP, linear, the CNNs, LeNet-5, VGG-11) take a hand-written batched backward instead
-(``stabkit.engine.seqgrad``): same numbers, a fraction of the overhead.
+loss for several models on shared data. Models made of the layers ``stabkit.engine.layers`` knows take a
+fast path instead: Sequential stacks (logistic, MLP, linear, the CNNs, LeNet-5, VGG-11) a hand-written
+batched backward (``stabkit.engine.seqgrad``), other traceable modules (ResNet-18-GN) the grouped model
+(``stabkit.engine.grouped``): same numbers, a fraction of the overhead.
 """
 from __future__ import annotations
 

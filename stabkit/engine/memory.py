@@ -14,8 +14,8 @@ lower bound made of the allocations that scale with the options (so a refusal is
 * outputs: that minibatch's logits and their gradient (a million-class output layer is mostly this and
   the models; an npz label range far wider than the labels used is refused before, by the npz loader).
 
-Available memory is the kernel's ``MemAvailable`` with the blocks stabkit's CPU cache holds for reuse
-(CPU), or the device's free memory (CUDA).
+Available memory is the kernel's ``MemAvailable`` once the freed memory glibc keeps for reuse has been given
+back (``stabkit.engine.alloc.release``; CPU), or the device's free memory (CUDA).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stabkit.engine import cpucache
+from stabkit.engine import alloc
 from stabkit.errors import ConfigError
 
 CLIENT_TENSORS = 6  # [R, 2, s, d] tensors alive during a local step (models, gradients, start, uploads, ...)
@@ -38,10 +38,11 @@ def available_bytes(device=None):
         import torch
 
         return torch.cuda.mem_get_info(device)[0]
+    alloc.release()  # the freed memory glibc keeps for reuse goes back first, so that MemAvailable counts it
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):  # plus what stabkit's CPU cache holds for reuse
-                return int(line.split()[1]) * 1024 + cpucache.stats()["cached"]
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None

@@ -1,10 +1,13 @@
 """One paired run from configuration to run directory.
 
-``init`` (initial parameters), ``experiment`` (``PairedRun`` / ``run_pair`` / ``resume_pair``: build, run round
-by round, log), ``writer`` (``RunWriter``: config.json, logs, models, checkpoints, constants and summary on
-disk), ``resume_check`` (everything a resume relies on, checked before anything is touched), ``constants``
-(L, sigma, ... estimated from the run's models and data), ``evalbudget`` (the default evaluation schedule) and
-``estimate`` (``--estimate``: two timed rounds and the projected run). The configuration is in
-``stabkit.config``, the file formats of a run directory in ``stabkit.store``, the memory estimate in
-``stabkit.engine.memory``.
+``preflight`` (every check made before a run: task data, algorithm, model, batch size, device, memory),
+``init`` (initial parameters), ``experiment`` (``PairedRun`` / ``run_pair``: build and step the run),
+``roundlog`` (the rows each round logs), ``recorder`` (the run written into its directory: logs,
+checkpoints, constants, summary), ``constants`` (L, sigma, ... estimated from the run's models and data),
+``evalbudget`` (the default evaluation schedule), ``writer`` (the files of a run directory on disk),
+``resume_check`` (everything a resume relies on, checked before anything is touched), ``estimate``
+(``--estimate``: timed rounds and the projected run), ``audit`` (``stabkit audit``: trials of a DP run as
+independent-noise pairs) and ``flwr_app`` + ``flwr_clients`` (a whole Flower app's ClientApp run in-process,
+per client and trajectory). The configuration is in ``stabkit.config``, the files
+of a run directory in ``stabkit.store``.
 """

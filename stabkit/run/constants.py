@@ -93,6 +93,17 @@ EXACT_KEYS = {"L": "L", "mu": ("mu_sc", "mu_pl"), "sigma_g2": "sigma_g2", "sigma
               "f_star": "f_star", "convex": "convex"}
 
 
+def run_constants(cfg: RunConfig, task, model: FlatModel, data: FederatedData, weights: torch.Tensor,
+                  snapshots: dict, df: pd.DataFrame) -> dict:
+    """The constants of a finished run of ``cfg`` on ``task``: estimated at the parameter ``snapshots``
+    ``{round: theta}`` (``weights``: trajectory A's population weights), exact where the task's closed form
+    is that of the run's model."""
+    estimated = estimate_constants(cfg, model, data, weights, [snapshots[r] for r in sorted(snapshots)], df)
+    if cfg.model in (None, task.default_model):
+        estimated = with_exact(estimated, task.constants, cfg.weight_decay)
+    return estimated
+
+
 def with_exact(estimated: dict, exact: dict, weight_decay: float = 0.0) -> dict:
     """``estimated`` with the task's closed-form constants ``exact`` in place of the estimates of the same
     quantities, so the bounds are evaluated with the true L, μ, σ_g² (the atlas's quadratic); each replaced

@@ -148,7 +148,7 @@ def with_fixture_data(cfg, folder: Path):
     import dataclasses
 
     from stabkit.errors import ConfigError
-    from stabkit.run.experiment import build_checked_task
+    from stabkit.run.preflight import build_checked_task
 
     try:
         return cfg, build_checked_task(cfg), None

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 SHARE = 0.25  # target share of the run's time spent evaluating
 EXACT_SAMPLES = 5000  # per-model evaluation units per round below which evaluation stays exact
 MIN_SAMPLES = 2000  # fewest training samples a reduced evaluation uses
@@ -84,3 +86,13 @@ def plan_evaluation(train: int, val: int, test: int, round_samples: float, every
     floor = min(1.0, MIN_SAMPLES / train)
     f = max(math.floor(100 * budget / full) / 100, math.ceil(100 * floor) / 100)
     return plan(max(1, math.ceil(cost(f) / budget)), f, True)
+
+
+def run_plan(cfg, data, train_clients: int) -> EvalPlan:
+    """The plan of the run ``cfg`` on its engine's data ``data`` (a ``FederatedData`` whose first
+    ``train_clients`` clients train): rows beyond the task's clients belong to one model each."""
+    batch = float(np.mean(data.n_np[:train_clients])) if cfg.batch_size == "full" else cfg.batch_size
+    first = data.num_task_clients
+    per_model = int(data.n_np[:first].sum()) + int(data.n_np[first:].max(initial=0))
+    return plan_evaluation(per_model, len(data.val_y), len(data.test_y),
+                           cfg.sampled_clients * cfg.local_steps * batch, cfg.eval_every, cfg.eval_fraction)

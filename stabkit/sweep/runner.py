@@ -66,7 +66,7 @@ def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifes
 
 def check_job_data(jobs: list) -> None:
     """Check every job on its task (built once per distinct task and options); a one-line error names the job."""
-    from stabkit.run.experiment import build_checked_task, check_run  # imported on use: torch
+    from stabkit.run.preflight import build_checked_task, check_run  # imported on use: torch
 
     by_task: dict = {}
     for job in jobs:

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-import stabkit.engine.grouped
+import stabkit.engine.conv
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.flatness.objective import Objective
@@ -69,7 +69,7 @@ def _outputs(m: FlatModel, th, x, y, w, ws):
 @pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm", "one_pixel", "twice"])
 def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
     if name == "residual_bmm":  # every convolution (biases included) as im2col + bmm
-        monkeypatch.setitem(stabkit.engine.grouped.SMALL_MAP, "cpu", 10 ** 9)
+        monkeypatch.setitem(stabkit.engine.conv.SMALL_MAP, "cpu", 10 ** 9)
     torch.manual_seed(0)
     if name == "resnet18_gn":  # on 8x8 images its last three stages run on 1x1 maps (the centre-tap path)
         module, shape = ResNet18GN(3, 5, widths=(4, 6, 8, 8)), (3, 8, 8)
@@ -132,8 +132,8 @@ def test_convolutions_of_one_pixel_take_the_centre_tap(monkeypatch):
     """The paper ResNet's last stage at CIFAR size (1x1 maps) and the test model above take the centre-tap
     matmul; larger maps and the stride-2 convolution of 2x2 maps keep their paths."""
     taps = []
-    centre = stabkit.engine.grouped._centre_tap
-    monkeypatch.setattr(stabkit.engine.grouped, "_centre_tap", lambda m, h: taps.append(centre(m, h)) or taps[-1])
+    centre = stabkit.engine.conv._centre_tap
+    monkeypatch.setattr(stabkit.engine.conv, "_centre_tap", lambda m, h: taps.append(centre(m, h)) or taps[-1])
     P = 2
     for module, shape, expected in [(ResNet18GN(3, 4), (3, 32, 32), [None] * 16 + [4, None, 4, 4]),
                                     (OnePixel(), (2, 1, 1), [4, 4])]:

@@ -8,7 +8,8 @@ from torch import nn
 import stabkit.engine.paired
 from stabkit import RunConfig, TaskOptions
 from stabkit.engine.flatmodel import FlatModel
-from stabkit.engine.seqgrad import MaxPool2d, ReLU, compile_seq
+from stabkit.engine.layers import RELU, SeqMaxPool2d
+from stabkit.engine.seqgrad import compile_seq
 from stabkit.engine.threads import threads_for
 from stabkit.models.convnets import conv_pool_net, vgg11
 from stabkit.run.experiment import PairedRun
@@ -74,7 +75,7 @@ def test_pool_ties_after_relu_give_torch_func_gradients():
     torch.manual_seed(1)
     m = FlatModel(conv_pool_net((1, 16, 16), 5, (3, 4), (6, 5)), "classification", torch.float64,
                   torch.device("cpu"))
-    assert [type(layer) for layer in m.fast.layers[:3]] == [type(m.fast.layers[0]), MaxPool2d, ReLU]
+    assert isinstance(m.fast.layers[1], SeqMaxPool2d) and m.fast.layers[2] is RELU
     th = torch.randn(4, m.d, dtype=torch.float64)
     x = torch.zeros(4, 3, 1, 16, 16, dtype=torch.float64)
     x[..., 4:9, 4:9] = 1.0  # flat patches: ties at positive and at zero activations

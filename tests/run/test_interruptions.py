@@ -35,12 +35,12 @@ def test_ctrl_c_during_rounds_exits_130_and_keeps_the_log(tmp_path, capsys, monk
 
 
 def test_ctrl_c_during_constants_leaves_a_summary_saying_so(tmp_path, capsys, monkeypatch):
-    import stabkit.run.experiment as experiment
+    import stabkit.run.recorder as recorder
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(experiment, "estimate_constants", interrupted)
+    monkeypatch.setattr(recorder, "run_constants", interrupted)
     code, out, err = cli(PAIR + ["--out", str(tmp_path / "r")], capsys)
     assert code == 130 and "interrupted at constants estimation; metrics up to round 6 are kept" in err
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())

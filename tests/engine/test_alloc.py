@@ -1,0 +1,138 @@
+"""The allocator policy (stabkit.engine.alloc): glibc serves every block from its heap and keeps freed memory
+for reuse, gives it back when a run's rounds end, runs give the same numbers with and without it, and a run
+states once which allocator it uses. Each check runs in its own process: the policy is applied once per
+process, for good."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the policy is for Linux's glibc")
+
+
+def _python(code: str, **env) -> str:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "LD_PRELOAD"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**clean, **env})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+HEAP = """
+import torch
+from stabkit.engine import alloc
+MB = 1 << 20
+def rss():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:")) // 1024
+print(alloc.keep_freed_memory(), alloc.keeps_freed_blocks())
+a = torch.ones(64 * MB // 4); before = rss(); del a
+print(rss() > before - 8)                                          # freed, and kept by glibc
+b = torch.ones(64 * MB // 4); print(rss() < before + 8)            # the same memory taken again: none new
+del b
+alloc.release(); print(rss() < before - 56)                        # malloc_trim(0): given back
+print(alloc.policy())
+"""
+
+
+def test_large_blocks_come_from_glibcs_heap_and_go_back_on_release():
+    out = _python(HEAP, STABKIT_CPU_CACHE_MB="1000").splitlines()
+    assert out[:4] == ["True True", "True", "True", "True"]
+    assert out[4] == ("allocator: glibc, every block from its heap, up to 1,000 MiB of freed memory kept for reuse "
+                      "(STABKIT_CPU_CACHE_MB)")
+
+
+@pytest.mark.parametrize("env,line", [
+    ({"STABKIT_CPU_CACHE_MB": "0"}, "allocator: glibc, blocks of 32 MiB and more mmapped afresh (STABKIT_CPU_CACHE_MB=0)"),
+    ({"MALLOC_ARENA_MAX": "2"}, "allocator: glibc as the MALLOC_* variables set it; stabkit's policy not applied"),
+])
+def test_the_policy_says_when_it_keeps_nothing_or_the_user_chose(env, line):
+    out = _python("from stabkit.engine import alloc\nprint(alloc.keep_freed_memory(), alloc.keeps_freed_blocks())\n"
+                  "alloc.release(); print(alloc.policy())", **env).splitlines()
+    assert out == [str("MALLOC_ARENA_MAX" not in env) + " False", line]
+
+
+RUN = """
+from stabkit import RunConfig
+from stabkit.engine import alloc
+from stabkit.run.experiment import PairedRun
+from benchmarks.workloads import image_task, _federation
+cfg = RunConfig(task="synthetic", model="fedavg_cnn", pairs=1, clients_per_round=6, local_steps=2, batch_size=4,
+                lr=0.05, rounds=3, constants=False, local_rounds=(), task_options=_federation(8, 8))
+run = PairedRun(cfg, task=image_task(8, 8, (3, 32, 32)))
+eng = run.engine
+assert 2 * eng.s * eng.x.shape[-1] * 4 >= 32 << 20  # the round's client tensors are large blocks
+for t in range(3):
+    rec = eng.step(t)
+print(eng.x.double().sum().item().hex(), eng.discrepancy()[0].item().hex(), rec.theta_max[0].item().hex())
+print(alloc.keeps_freed_blocks())
+"""
+
+
+def test_a_run_gives_the_same_numbers_with_and_without_the_policy():
+    kept = _python(RUN).splitlines()
+    plain = _python(RUN, STABKIT_CPU_CACHE_MB="0").splitlines()
+    assert kept[1] == "True" and plain[1] == "False"
+    assert kept[0] == plain[0]
+
+
+def test_a_run_gives_the_memory_back_when_its_rounds_end(tmp_path):
+    out = _python(RUN.split("run = PairedRun")[0] + f"""
+from stabkit.run.experiment import run_pair
+def rss():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:")) << 10
+given, release = [], alloc.release
+def spy():
+    before = rss()
+    release()
+    given.append(before - rss())
+alloc.release = spy
+run_pair(cfg, out={str(tmp_path / "r")!r}, task=image_task(8, 8, (3, 32, 32)))
+print(given[-1] >= 32 << 20)  # the last call: the end of the rounds (the memory checks call it before them)
+""")
+    assert out.split()[-1:] == ["True"]
+
+
+def test_a_bad_limit_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    from tests.helpers import cli
+    monkeypatch.setenv("STABKIT_CPU_CACHE_MB", "lots")
+    monkeypatch.setattr("stabkit.engine.alloc._policy", None)
+    code, _, err = cli(["pair", "--rounds", "1", "--no-constants", "--out", str(tmp_path / "r")], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "invalid STABKIT_CPU_CACHE_MB 'lots'" in lines[0] and "MiB" in lines[0]
+    assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+def test_a_run_states_its_allocator_once_and_records_it(tmp_path):
+    out = _python(f"""
+from stabkit_cli.main import main
+main(["pair", "--rounds", "1", "--pairs", "1", "--no-constants", "--quiet", "--out", {str(tmp_path / "r")!r}])
+""", STABKIT_CPU_CACHE_MB="700")
+    line = ("allocator: glibc, every block from its heap, up to 700 MiB of freed memory kept for reuse "
+            "(STABKIT_CPU_CACHE_MB)")
+    assert out.count("allocator:") == 1 and line in out.splitlines()
+    recorded = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (recorded["allocator"], recorded["cpu_cache_mb"]) == (line, 700)
+    from stabkit import RunConfig
+    assert RunConfig.from_dict(recorded).rounds == 1  # read back: facts, not configuration
+
+
+def test_the_command_and_sweep_workers_apply_the_policy_before_torch_is_imported():
+    """Applied after torch's import, glibc's heap often took a few rounds more to settle (stabkit.engine.alloc)."""
+    out = _python("""
+import sys
+import stabkit_cli.main
+from stabkit.engine import alloc
+print("torch" in sys.modules, alloc.keeps_freed_blocks())
+import concurrent.futures as cf, multiprocessing
+from stabkit.sweep import executors
+with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                            initializer=executors.apply_at_start) as pool:
+    print(pool.submit(alloc.keeps_freed_blocks).result())
+""")
+    assert out.split() == ["False", "True", "True"]
