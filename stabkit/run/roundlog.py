@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from stabkit.engine.evaluation import Evaluator
+from stabkit.run.evalbudget import evaluates
 from stabkit.store.saved_models import TRAJ
 
 # A run counts as diverged once a parameter vector's norm or a loss exceeds this (or is NaN/inf): far beyond
@@ -32,7 +33,7 @@ class RoundLog:
         self.local_rows: list = []
 
     def evaluates(self, t: int) -> bool:
-        return t % self.cfg.eval_every == 0 or t == self.cfg.rounds
+        return evaluates(t, self.cfg.rounds, self.cfg.eval_every)
 
     def log(self, t: int, rec, evaluate: bool) -> Optional[str]:
         """Append the rows of round t; return why the run diverged (non-finite or above ``OVERFLOW``) or None."""
