@@ -38,11 +38,11 @@ def captured(monkeypatch):
 
 
 def test_bound_titles_name_paper_section_and_form():
-    b = Bound("fedsagd:fedavg.corrected.theta_t", "fedavg", "disc", "corrected", "fedsagd.md §3.2", np.zeros(2))
-    assert b.title == "FedSAGD §3.2, corrected, per-round Θ_t"
+    b = Bound("fedsagd:fedavg.corrected.theta_t", "fedavg", "disc", "corrected", "FedSAGD Table 1", np.zeros(2))
+    assert b.title == "FedSAGD Table 1, corrected, per-round Θ_t"
     b = Bound("hardt.sgd", "fedavg", "gen_gap", "convex", "Hardt, Recht & Singer 2016 Thm 3.8", np.zeros(2))
     assert b.title == "Hardt, Recht & Singer 2016 Thm 3.8, convex"
-    assert Bound("libra.thm2", "fosm", "disc_sq", "paper", "libra.md §2.8 eq. (15)/(16)",
+    assert Bound("libra.thm2", "fosm", "disc_sq", "paper", "Libra §2.8 eq. (15)/(16)",
                  np.zeros(2)).title == "Libra §2.8 eq. (15)/(16), paper"
 
 
@@ -57,7 +57,7 @@ def test_bounds_panel_styles_names_and_marks_equal_curves(analyses, captured):
     lines = [ln for ln in panel.get_lines() if "(measured)" not in ln.get_label()]
     labels = [ln.get_label() for ln in lines]
     assert lines and not any(re.search(r"\w:\w|\[", lb) for lb in labels)  # no internal names like fedsagd:fedavg.paper
-    assert any(lb.startswith("fedsagd: FedSAGD §3.2, theorem") for lb in labels)
+    assert any(lb.startswith("fedsagd: FedSAGD Table 1, theorem") for lb in labels)
     for run in ("fedsagd", "fedavg"):
         own = [ln for ln in lines if ln.get_label().startswith(f"{run}: ")]
         drawn = [ln for ln in own if ln.get_linestyle() != "None"]

@@ -131,7 +131,7 @@ class Bound:
     algo: str
     quantity: str  # "disc" | "disc_sq" | "local_disc" | "excess_risk" | "gen_gap" | "divergence" | ...
     form: str  # "paper" | "corrected" | "theorem" | "table1" | "rigorous" | ...
-    source: str  # spec section, e.g. "fedsagd.md §3.2"
+    source: str  # the paper and where in it, e.g. "FedSAGD Table 1"
     values: np.ndarray  # index t = 0..T (or k = 0..K for local bounds)
     closed_form: Optional[np.ndarray] = None
     conditions: dict = field(default_factory=dict)  # condition text -> bool
@@ -140,10 +140,9 @@ class Bound:
 
     @property
     def title(self) -> str:
-        """A readable name for legends: paper, theorem or section, form, e.g. ``FedSAGD §3.2, corrected``."""
+        """A readable name for legends: paper, table or theorem, form, e.g. ``FedSAGD Table 1, corrected``."""
         prefix = self.name.split(":")[0].split(".")[0]
-        paper, where = (PAPERS.get(prefix, prefix), self.source.split(".md", 1)[1].strip()) if ".md" in self.source \
-            else ("", self.source or PAPERS.get(prefix, prefix))
+        paper, where = "", self.source or PAPERS.get(prefix, prefix)
         variant = self.name.split(".", 1)[-1].replace(f"{self.form}", "").strip("._")
         extra = {"theta_t": "per-round Θ_t", "": ""}.get(variant, "") if self.quantity == "disc" else ""
         return f"{paper} {where}".strip() + f", {self.form}" + (f", {extra}" if extra else "")

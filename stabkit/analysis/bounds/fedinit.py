@@ -18,7 +18,7 @@ import numpy as np
 
 from stabkit.analysis.bounds.base import Bound, Setting, at_horizons, iterate, register
 
-SRC = "fedinit.md"
+SRC = "FedInit"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from stabkit.analysis.bounds.fedsagd_rounds import (
 )
 from stabkit.analysis.bounds.fedsagd_table import TABLE, prox_weight, wd_condition
 
-SRC = "fedsagd.md §3.2"
+SRC = "FedSAGD Table 1"
 FORMS = {algo: e.forms for algo, e in TABLE.items()}
 ETA_ONE = "global lr eta = 1 (the paper's stability analysis)"
 
@@ -160,7 +160,7 @@ def _measured_state(setting: Setting, form: str):
             return None, None, []
         if arr is None:
             nan = np.full(T + 1, np.nan)
-            return None, Bound(f"fedsagd:{algo}.rigorous", algo, "disc", "rigorous", "fedsagd.md §3.6 item 2", nan,
+            return None, Bound(f"fedsagd:{algo}.rigorous", algo, "disc", "rigorous", "FedSAGD Table 1, rigorous sums", nan,
                                conditions={f"measured['{key}'] available": False}), []
         return {"v_sum" if name == "v" else "h_sum": np.asarray(arr, float)[:T]}, None, []
     if algo == "feddyn" and form == "paper" and arr is None:
@@ -182,7 +182,7 @@ def _form_bound(setting: Setting, form: str, run: dict, suffix: str, theta, note
     if algo == "fedsagd":
         vmax = float(np.max(run["v_sum"])) / 2 if form == "rigorous" else None
         derived.update(_fedsagd_derived(hp, float(lr[0]), K, w, form, float(np.max(theta)), vmax))
-    src = "fedsagd.md §3.6 item 2" if form == "rigorous" else SRC
+    src = "FedSAGD Table 1, rigorous sums" if form == "rigorous" else SRC
     return Bound(f"fedsagd:{algo}.{form}{suffix}", algo, "disc", form, src, iterate(a, b), closed_form=closed,
                  conditions=cond, derived=derived, note="; ".join(notes + (["per-round Theta_t"] if suffix else [])))
 

@@ -23,7 +23,7 @@ from stabkit.analysis.bounds.fedsagd_rounds import local_beta
 from stabkit.analysis.bounds.fedsagd_steps import StepInputs
 from stabkit.analysis.bounds.fedsagd_table import TABLE, entry, prox_weight, wd_condition
 
-SRC = "fedsagd.md §3.4"
+SRC = "FedSAGD local-update bounds"
 LOCAL_ALGOS = tuple(TABLE)
 
 __all__ = ["LOCAL_ALGOS", "local_beta", "local_bound", "local_bounds", "wd_condition"]

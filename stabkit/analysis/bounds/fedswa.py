@@ -21,7 +21,7 @@ import numpy as np
 
 from stabkit.analysis.bounds.base import Bound, Setting, register
 
-SRC = "fedswa.md"
+SRC = "FedSWA"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from scipy.special import zeta
 from stabkit.analysis.bounds.base import Bound, Setting, at_horizons, geometric_closed, geometric_sum, iterate, register
 from stabkit.analysis.excess_risk import fitting_regime, minimum_excess_risk_round
 
-SRC = "libra.md"
+SRC = "Libra"
 SERVER_SGD = ("fedavg",)
 FOSM_ALGOS = ("fosm", "fedavgm", "fosm_ema")
 
