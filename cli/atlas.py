@@ -26,6 +26,11 @@ from stabkit_cli.sweep import Progress
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
+@click.option("--tune", default=None, metavar="KEY=V1,V2,...",
+              help="tune KEY (lr, global_lr or hp.NAME) per algorithm and task over the grid: the value with the "
+                   "best validation accuracy at T (validation split of the training clients; regression: loss), "
+                   "ties to the smaller; the page shows the tuned view first and the equal-rate view second. KEY "
+                   "alone: the suite's default grid (small: lr 0.0125-0.2)")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=None, type=int,
@@ -35,8 +40,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--quiet", is_flag=True, help="no progress lines")
-def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data_dir, executor, workers, address,
-          dry_run, no_projection, quiet):
+def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, tune, data_dir, executor, workers,
+          address, dry_run, no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
@@ -50,7 +55,7 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
                        command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
-                       ci_target, max_units, not no_top_up)
+                       ci_target, max_units, not no_top_up, tune)
     res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
     if dry_run:
         return

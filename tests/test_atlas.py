@@ -11,7 +11,7 @@ import pytest
 from helpers import cli
 
 from stabkit.atlas.cells import mean_ci
-from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
+from stabkit.atlas.link import corr_text, pareto_front, rank_correlation, stability_check
 from stabkit.atlas.suites import SUITES, suite_spec_dict
 
 ALGOS = "fedavg,scaffold,fedadam"
@@ -148,8 +148,13 @@ def test_cell_statistics_frontier_correlation_and_theorem_check():
                           "D_T": [1.0, 2.0, 3.0, 0.1], "test_acc": [0.8, 0.9, 0.85, 0.1],
                           "gap": [0.1, 0.2, 0.3, 0.0], "G": [1.0, 0.05, 1.0, 1.0]})
     assert list(pareto_front(cells)) == [True, True, False, False]  # 3 is beaten by 2; 4 does not learn
-    corr = rank_correlation(cells)
-    assert corr["n"] == 3 and corr["rho"] == pytest.approx(1.0)
+    corr = rank_correlation(cells)  # 3 cells: no rho, no [-1, 1] interval
+    assert corr["n"] == 3 and np.isnan(corr["rho"]) and corr_text(corr) == "too few cells (3)"
+    six = pd.DataFrame({"task": ["t"] * 6, "perturb": ["client"] * 6, "status": ["ok"] * 6,
+                        "D_T": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "gap": [0.1, 0.3, 0.2, 0.4, 0.6, 0.5]})
+    corr = rank_correlation(six)  # ranks of the gap 1 3 2 4 6 5: d^2 = 4, rho = 1 - 6 * 4 / (6 * 35)
+    assert corr["n"] == 6 and corr["rho"] == pytest.approx(1 - 24 / 210)
+    assert corr_text(corr).startswith(f"ρ = {1 - 24 / 210:.2f} [") and corr_text(corr).endswith("over 6 cells")
     check = stability_check(cells)
     assert (check["n"], check["m"]) == (2, 3) and list(check["holds"]) == [True, False, True]
 
