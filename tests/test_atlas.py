@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from browser import chromium, fits
 from helpers import cli
 
 from stabkit.atlas.cells import mean_ci
@@ -159,33 +160,12 @@ def test_cell_statistics_frontier_correlation_and_theorem_check():
     assert (check["n"], check["m"]) == (2, 3) and list(check["holds"]) == [True, False, True]
 
 
-def _browser():
-    """Paths of Debian's Chromium and its driver, or a skip saying what is missing (``.ci/run`` installs both)."""
-    import shutil
-
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("headless Chromium is not installed here (Debian packages chromium and chromium-driver; "
-                    ".ci/run installs them when it runs as root with the Debian archive reachable)")
-    return browser, driver
-
-
 def test_page_in_headless_chromium(atlas_dir, cells):
     """The page loads in a real browser without console errors, has one row per algorithm in every table,
     sorting a column reorders the rows; the screenshot is saved beside the page (atlas/screenshot.png)."""
-    browser, driver_path = _browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1500,1800"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with chromium(1500) as driver:
         driver.get((atlas_dir / "index.html").as_uri())
         assert driver.title.startswith("stabkit stability atlas")
         tables = driver.find_elements(By.CSS_SELECTOR, "table.sortable")
@@ -213,8 +193,18 @@ def test_page_in_headless_chromium(atlas_dir, cells):
         assert errors == []
         shot = atlas_dir / "screenshot.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
-    finally:
-        driver.quit()
+
+
+def test_page_fits_1280_pixels(atlas_dir):
+    """At 1280 px no table widens the page: each scrolls inside its own box, the algorithm column held."""
+    from selenium.webdriver.common.by import By
+
+    with chromium(1280) as driver:
+        driver.get((atlas_dir / "index.html").as_uri())
+        scroll_width, inner_width = fits(driver)
+        assert scroll_width <= inner_width
+        td = driver.find_element(By.CSS_SELECTOR, "table.sortable tbody td.name")
+        assert td.value_of_css_property("position") == "sticky"
 
 
 def test_a_diverged_cell_is_kept_with_its_round(tmp_path, capsys):

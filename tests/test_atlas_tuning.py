@@ -171,3 +171,37 @@ def test_bad_tune_is_one_line_exit_2_nothing_started(tmp_path, capsys, args, mes
     code, stdout, err = cli(["atlas", *base, *args, "--out", str(out), "--no-projection"], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists() and stdout == ""
+
+
+def test_tuned_page_fits_1280_pixels_and_its_tables_still_sort(tuned):
+    """At 1280 px the page does not overflow (the widest tables scroll in their own boxes, the algorithm
+    column sticky); clicking D_T in a tuned table orders its rows by D_T, again reverses them."""
+    from browser import chromium, fits
+    from selenium.webdriver.common.by import By
+
+    cells = pd.read_csv(tuned / "cells.csv")
+    with chromium(1280) as driver:
+        driver.get((tuned / "index.html").as_uri())
+        scroll_width, inner_width = fits(driver)
+        assert scroll_width <= inner_width
+        table = driver.find_element(By.ID, "table-digits-client")
+        box = driver.execute_script("var b = arguments[0].parentElement; return [b.scrollWidth, b.clientWidth, "
+                                    "getComputedStyle(b).overflowX];", table)
+        assert box[2] == "auto" and box[1] <= inner_width
+        header = table.find_elements(By.CSS_SELECTOR, "thead th")
+        labels = [h.text for h in header]
+        assert labels[:4] == ["rank", "algorithm", "tuned value", "D_T at matched acc"]
+        title = {"fedavg": "FedAvg", "fedavgm": "FedAvgM (= FOSM, ν = 1)"}
+        by_disc = [title[a] for a in cells[(cells["task"] == "digits") & (cells["perturb"] == "client")]
+                   .sort_values("D_T")["algo"]]
+
+        def order():
+            return [td.text for td in table.find_elements(By.CSS_SELECTOR, "tbody td.name")]
+
+        d_t = next(h for h in header if h.text.startswith("D_T ±"))
+        driver.execute_script("arguments[0].scrollIntoView();", d_t)
+        d_t.click()
+        assert order() == by_disc
+        d_t.click()
+        assert order() == by_disc[::-1]
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
