@@ -39,13 +39,18 @@ from stabkit_cli.sweep import Progress
 @click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
+@click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
+              help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
+                   "both trajectories, the gap, R_u - R_e) as TensorBoard events, one run folder per job: "
+                   "DIR/sweep|topup|.../<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, tune, data_dir, executor, workers,
-          address, dry_run, no_projection, quiet):
+          address, dry_run, no_projection, tensorboard, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
+    from stabkit.sweep.tensorboard import with_tensorboard
 
     require_out(out)
     if workers is None:
@@ -56,7 +61,8 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, tune
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
                        command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
                        ci_target, max_units, not no_top_up, tune)
-    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
+    progress = with_tensorboard(Progress(quiet), tensorboard)
+    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=progress)
     if dry_run:
         return
     c = res["counts"]

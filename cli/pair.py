@@ -131,11 +131,16 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--estimate", is_flag=True,
               help="build the run, time two rounds and one evaluation, print s/round, evaluation share, peak "
                    "memory and the projected wall time of the whole run, and exit without writing anything")
+@click.option("--tensorboard", default=None, metavar="DIR",
+              help="also write the per-round scalars (D_t mean and per pair, train/test loss and accuracy of both "
+                   "trajectories, the gap, R_u - R_e) as TensorBoard events to DIR/<run directory name> when the "
+                   "run ends (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--label", default=None, help="legend label of this run in `stabkit bounds` figures (recorded in "
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
-def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, quiet, label, **params):
+def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimate, tensorboard, quiet, label,
+         **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     from stabkit.algorithms import resolve_hp
@@ -150,6 +155,10 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
+    if tensorboard is not None:
+        from stabkit.store.tensorboard import require_tensorboard
+
+        require_tensorboard()
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
@@ -186,6 +195,11 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
+    if tensorboard is not None:  # also after a divergence or an interruption: what was logged
+        from stabkit.store.tensorboard import write_events
+
+        Path(tensorboard).mkdir(parents=True, exist_ok=True)
+        click.echo(f"tensorboard: {write_events(out_dir, Path(tensorboard) / out_dir.name)}")
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
