@@ -155,10 +155,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
-    if tensorboard is not None:
-        from stabkit.store.tensorboard import require_tensorboard
-
-        require_tensorboard()
+    _tensorboard(tensorboard, None)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
@@ -195,11 +192,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
-    if tensorboard is not None:  # also after a divergence or an interruption: what was logged
-        from stabkit.store.tensorboard import write_events
-
-        Path(tensorboard).mkdir(parents=True, exist_ok=True)
-        click.echo(f"tensorboard: {write_events(out_dir, Path(tensorboard) / out_dir.name)}")
+    _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)
@@ -209,6 +202,19 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
                    f"kept in {out_dir}" + ("" if summary["constants"] == "estimated" else
                                            f" (constants {summary['constants']})"), err=True)
         ctx.exit(130)
+
+
+def _tensorboard(logdir, run_dir) -> None:
+    """``--tensorboard``: check the extra is installed (``run_dir`` None, before the run) or write the run's
+    events to ``logdir/<run directory name>``."""
+    if logdir is None:
+        return
+    from stabkit.store.tensorboard import require_tensorboard, write_events
+
+    require_tensorboard()
+    if run_dir is not None:
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
 
 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}
