@@ -132,6 +132,12 @@ def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
     equal = grid[grid["param.lr"] == 0.05]
     for _, c in equal.iterrows():
         assert f'id="table-equal-{c["task"]}-{c["perturb"]}"' in html
+    wide = (tuned / "summary_equal.md").read_text()
+    avg = equal[(equal["algo"] == "fedavg") & (equal["task"] == "digits") & (equal["perturb"] == "client")].iloc[0]
+    assert f"| FedAvg | {avg['D_T']:.3g} ± {avg['D_T.hw']:.2g} (" in wide
+    mine = cells[(cells["algo"] == "fedavg") & (cells["task"] == "digits") & (cells["perturb"] == "client")].iloc[0]
+    assert f"| FedAvg | {mine['D_T']:.3g} ± {mine['D_T.hw']:.2g} @{mine['param.lr']:g} (" in \
+        (tuned / "summary.md").read_text()
 
 
 def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):

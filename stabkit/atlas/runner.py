@@ -197,7 +197,7 @@ def _chosen(plan: AtlasPlan, grid_jobs: list, echo: Callable) -> tuple:
     if plan.tune is None:
         return plan.spec_dict, lambda cells: cells
     tune, chosen = plan.tune, choose(grid_jobs, plan.tune)
-    for task in dict.fromkeys(t for t, _ in chosen):
+    for task in [t.name for t in plan.suite.tasks]:
         echo(f"tuned {tune.key} on {task} (best validation score at T): " + ", ".join(
             f"{a} {v:g}" for (t, a), v in chosen.items() if t == task))
     main = tuned_spec(plan.spec_dict, tune, chosen, plan.suite.seeds[:1])

@@ -1,5 +1,6 @@
-"""The page of a tuned atlas: the tuned view first (its summary, figures and ``cells.csv``), the equal-rate
-view as a second section, and the stability-accuracy figure over the whole grid (``grid.csv`` beside it)."""
+"""The page of a tuned atlas: the tuned view first (its summary, figures, ``cells.csv`` and ``summary.md``),
+the equal-rate view as a second section (``summary_equal.md``), and the stability-accuracy figure over the
+whole grid (``grid.csv`` beside it)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 
 from stabkit.atlas.figures import draw_stability_accuracy
+from stabkit.atlas.page import wide_markdown
 from stabkit.atlas.suites import POLICY, Suite, suite_spec_dict
 from stabkit.atlas.tuning import Tune, choose, shared_values
 from stabkit.atlas.views import TUNED_COLUMNS, equal_view, grid_view, tuned_view
-from stabkit.store.atomic import atomic_write_csv
+from stabkit.store.atomic import atomic_write_csv, atomic_write_text
 
 TUNED_POLICY = ("Tuned view (first): every algorithm runs at every value of the grid on the suite's first seed "
                 "(no top-up there); per algorithm and task the value with the best validation score at T is "
@@ -33,6 +35,8 @@ def tuned_page(grid: pd.DataFrame, meta: dict, suite: Suite, grid_jobs: list, ou
     atomic_write_csv(out / "grid.csv", every.drop(columns=["curve", "job_dirs"], errors="ignore")
                      .assign(jobs=every["jobs"].map(";".join)))
     figure = draw_stability_accuracy(every, tune.key, chosen, out / "figures", titles)
+    if len(equal):
+        atomic_write_text(out / "summary_equal.md", wide_markdown(equal, titles))
     values = sorted({v for v in shared.values() if v is not None})
     at = f"{tune.key} = {', '.join(f'{v:g}' for v in values)}"
     sections = [{"heading": f"Equal-rate view: every algorithm at the suite's shared {at}",
