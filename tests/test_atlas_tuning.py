@@ -127,7 +127,8 @@ def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
     assert "Stability against accuracy across the grid" in html
     cells, grid = pd.read_csv(tuned / "cells.csv"), pd.read_csv(tuned / "grid.csv")
     assert len(cells) == 12 and set(cells["algo"]) == {"fedavg", "fedavgm"}
-    assert cells["matched"].notna().all() and (cells["tuned"].astype(float) == cells["param.lr"]).all()
+    edge = cells["param.lr"].map({0.02: " (grid min)", 0.05: "", 0.15: " (grid max)"})
+    assert cells["matched"].notna().all() and (cells["tuned"] == cells["param.lr"].map("{:g}".format) + edge).all()
     # the equal-rate view: the grid's cells at the shared 0.05, its D_T as measured there
     equal = grid[grid["param.lr"] == 0.05]
     for _, c in equal.iterrows():
@@ -136,8 +137,7 @@ def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
     avg = equal[(equal["algo"] == "fedavg") & (equal["task"] == "digits") & (equal["perturb"] == "client")].iloc[0]
     assert f"| FedAvg | {avg['D_T']:.3g} ± {avg['D_T.hw']:.2g} (" in wide
     mine = cells[(cells["algo"] == "fedavg") & (cells["task"] == "digits") & (cells["perturb"] == "client")].iloc[0]
-    assert f"| FedAvg | {mine['D_T']:.3g} ± {mine['D_T.hw']:.2g} @{mine['param.lr']:g} (" in \
-        (tuned / "summary.md").read_text()
+    assert f"| FedAvg | {mine['D_T']:.3g} ± {mine['D_T.hw']:.2g} @{mine['tuned']} (" in (tuned / "summary.md").read_text()
 
 
 def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):

@@ -27,14 +27,22 @@ def _view(cells: pd.DataFrame, key: str) -> pd.DataFrame:
     return label_rows(rank_cells(cells.reset_index(drop=True)), axes)
 
 
+def _tuned_text(value: float, values: tuple) -> str:
+    """``0.1``; ``0.2 (grid max)`` / ``0.0125 (grid min)`` where the choice sits on the grid's edge (a wider
+    grid might choose beyond it)."""
+    edge = " (grid max)" if value == max(values) else " (grid min)" if value == min(values) else ""
+    return f"{value:g}{edge}"
+
+
 def tuned_view(grid: pd.DataFrame, key: str, chosen: dict) -> pd.DataFrame:
     """The cells at the chosen values, ranked, with ``tuned`` (and ``tuned.sort``), ``matched`` (and
     ``matched.sort``) and the table's matched ``level``."""
     view = _view(at_chosen(grid, key, chosen), key)
     matched = matched_table(grid, key)
     view = view.merge(matched, on=["task", "perturb", "algo"], how="left")
-    return view.assign(**{"tuned": view[f"param.{key}"].map(lambda v: f"{v:g}"), "tuned.sort": view[f"param.{key}"],
-                          "matched.sort": view["D_T@level"]})
+    values = tuple(grid[f"param.{key}"].unique())
+    return view.assign(**{"tuned": view[f"param.{key}"].map(lambda v: _tuned_text(v, values)),
+                          "tuned.sort": view[f"param.{key}"], "matched.sort": view["D_T@level"]})
 
 
 def equal_view(grid: pd.DataFrame, key: str, shared: dict) -> pd.DataFrame:
