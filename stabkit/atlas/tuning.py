@@ -95,16 +95,19 @@ def tuned_spec(spec: dict, tune: Tune, chosen: dict, seeds: tuple) -> dict:
     top-up (``stabkit.atlas.topup.topup_spec``) gives each cell pairs at its own chosen value."""
     zipped = {k: v for k, v in spec["zip"].items() if k != tune.key}
     base = {k: v for k, v in spec["base"].items() if k != tune.key}
-    rows = [{**base, **dict(zip(zipped, values))} for values in zip(*zipped.values())]
-    zipped[tune.key] = [chosen[(r["task"], r["algo"])] for r in rows]
+    zipped[tune.key] = [chosen[(r["task"], r["algo"])] for r in spec_rows(spec)]
     return {"name": spec["name"], "base": base, "zip": zipped, "product": {"seed": list(seeds)}}
+
+
+def spec_rows(spec: dict) -> list:
+    """The zipped rows of a suite's sweep spec, each with the base values filled in."""
+    zipped, base = spec["zip"], spec["base"]
+    return [{**base, **dict(zip(zipped, values))} for values in zip(*zipped.values())]
 
 
 def shared_values(spec: dict, tune: Tune) -> dict:
     """``(task, algo) -> value`` of the tuned key in the untuned suite (the equal-rate view's value)."""
-    zipped, base = spec["zip"], spec["base"]
-    rows = [{**base, **dict(zip(zipped, values))} for values in zip(*zipped.values())]
-    return {(r["task"], r["algo"]): r.get(tune.key) for r in rows}
+    return {(r["task"], r["algo"]): r.get(tune.key) for r in spec_rows(spec)}
 
 
 def validation_score(job) -> float:
