@@ -26,6 +26,11 @@ from stabkit_cli.sweep import Progress
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
+@click.option("--tune", default=None, metavar="KEY=V1,V2,...",
+              help="tune KEY (lr, global_lr or hp.NAME) per algorithm and task over the grid: the value with the "
+                   "best validation accuracy at T (validation split of the training clients; regression: loss), "
+                   "ties to the smaller; the page shows the tuned view first and the equal-rate view second. KEY "
+                   "alone: the suite's default grid (small: lr 0.0125-0.2)")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=None, type=int,
@@ -34,23 +39,29 @@ from stabkit_cli.sweep import Progress
 @click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
+@click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
+              help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
+                   "both trajectories, the gap, R_u - R_e) as TensorBoard events, one run folder per job: "
+                   "DIR/sweep|topup|.../<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 def atlas(out, executor, workers, address, quiet, **request):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
+    from stabkit.sweep.tensorboard import with_tensorboard
 
     require_out(out)
     if workers is None:
         from stabkit.engine.threads import usable_cpus
 
         workers = len(usable_cpus())
-    suite, dry_run = request["suite"], request["dry_run"]
+    suite, dry_run, tensorboard = request["suite"], request["dry_run"], request.pop("tensorboard")
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(workers=workers, command=command or f"stabkit atlas --suite {suite} --out {out}",
                        project=not request.pop("no_projection"), top_up=not request.pop("no_top_up"), **request)
-    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
+    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo,
+                    progress=with_tensorboard(Progress(quiet), tensorboard))
     if dry_run:
         return
     c = res["counts"]

@@ -131,6 +131,10 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.option("--estimate", is_flag=True,
               help="build the run, time two rounds and one evaluation, print s/round, evaluation share, peak "
                    "memory and the projected wall time of the whole run, and exit without writing anything")
+@click.option("--tensorboard", default=None, metavar="DIR",
+              help="also write the per-round scalars (D_t mean and per pair, train/test loss and accuracy of both "
+                   "trajectories, the gap, R_u - R_e) as TensorBoard events to DIR/<run directory name> when the "
+                   "run ends (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--flwr-app", default=None, metavar="PACKAGE.MODULE:FUNCTION",
               help="measure a whole Flower app: FUNCTION() returns its ClientApp, strategy, initial arrays and "
@@ -141,16 +145,13 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.pass_context
 def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
-    out, overwrite, quiet, label = (params.pop(k) for k in ("out", "overwrite", "quiet", "label"))
-    flwr_app = params.pop("flwr_app")
+    out, overwrite, quiet, label, tensorboard, flwr_app = (
+        params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
         from stabkit_cli.flwr_app import pair_flower_app
         return pair_flower_app(flwr_app, build_config(params, explicit, config_path, hp_items, preset), out,
                                overwrite, resume_dir or estimate, quiet)
-    from stabkit.algorithms import resolve_hp
-    from stabkit.store.runstore import require_out
-
     if estimate:
         if resume_dir is not None:
             raise ConfigError(f"invalid option --estimate with --resume {resume_dir}: estimate a new run "
@@ -159,28 +160,39 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
+    _tensorboard(tensorboard, None)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
         out_dir = Path(resume_dir)
     else:
+        from stabkit.store.runstore import require_out
+
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         out_dir = _checked_out_dir(out, overwrite)
-    resolve_hp(cfg.algo, cfg.hp)
+    summary, out_dir = _built_and_run(cfg, out_dir, resume_dir is not None, quiet, overwrite, label)
+    _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
+    _exit_status(ctx, summary, out_dir)
+
+
+def _built_and_run(cfg, out_dir, resume: bool, quiet: bool, overwrite: bool, label) -> tuple:
+    """Build the run of ``cfg``, run (or resume) it into ``out_dir`` (None: the default one) and print its
+    summary (a DP run's epsilons too); ``(summary, run directory)``."""
+    from stabkit.algorithms import resolve_hp
+    from stabkit.privacy.runfile import summary_line
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary
 
+    resolve_hp(cfg.algo, cfg.hp)
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
-    summary = _run_with_progress(run, out_dir, resume_dir is not None, quiet, overwrite, label)
+    summary = _run_with_progress(run, out_dir, resume, quiet, overwrite, label)
     click.echo(format_summary(summary))
-    from stabkit.privacy.runfile import summary_line
-
     line = summary_line(out_dir)  # a DP run's epsilons
     if line:
         click.echo(line)
-    _exit_status(ctx, summary, out_dir)
+    return summary, out_dir
 
 
 def _checked_out_dir(out, overwrite: bool):
@@ -231,6 +243,19 @@ def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
                    f"kept in {out_dir}" + ("" if summary["constants"] == "estimated" else
                                            f" (constants {summary['constants']})"), err=True)
         ctx.exit(130)
+
+
+def _tensorboard(logdir, run_dir) -> None:
+    """``--tensorboard``: check the extra is installed (``run_dir`` None, before the run) or write the run's
+    events to ``logdir/<run directory name>``."""
+    if logdir is None:
+        return
+    from stabkit.store.tensorboard import require_tensorboard, write_events
+
+    require_tensorboard()
+    if run_dir is not None:
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
 
 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}

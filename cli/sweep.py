@@ -92,6 +92,10 @@ class Progress:
 @click.option("--address", default=None, help="ray executor: HOST:PORT of a cluster, auto, or local (start one)")
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
+@click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
+              help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
+                   "both trajectories, the gap, R_u - R_e) as TensorBoard events, one run folder per job: "
+                   "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
 def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
@@ -102,11 +106,13 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
         raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
     from stabkit.store.runstore import require_out
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
+    from stabkit.sweep.tensorboard import with_tensorboard
 
     require_out(out)
     sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
+    progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
     manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
-                         retry_failed=flags["retry_failed"], progress=Progress(flags["quiet"]))
+                         retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
     if c["failed"]:

@@ -57,6 +57,7 @@ class JobResult:
     initial_train_loss: float = float("nan")
     G: float = float("nan")
     bounds: list = field(default_factory=list)  # valid bounds on D_T: (name, tightness at T)
+    validation: dict = field(default_factory=dict)  # trajectory A's "acc" / "loss" on the validation split at T
 
 
 def read_jobs(root) -> list:
@@ -85,6 +86,9 @@ def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
     for col in ("gap", "client_gap", "test_acc", "test_loss", "train_loss"):
         if f"{col}_a" in end:
             job.final[col] = ((end[f"{col}_a"] + end[f"{col}_b"]) / 2).to_numpy(dtype=float)
+    for key in ("acc", "loss"):
+        if f"val_{key}_a" in end:
+            job.validation[key] = float(end[f"val_{key}_a"].mean())
     start = df[df["round"] == 0]
     if "train_loss_a" in start:
         job.initial_train_loss = float(start["train_loss_a"].mean())
@@ -127,16 +131,21 @@ def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
     for job in jobs:
         groups.setdefault(cell_key(job, axes), []).append(job)
     rows = [_cell_row(key, members, learn_floor) for key, members in groups.items()]
-    df = pd.DataFrame(rows)
-    df["rank"] = np.nan
+    return label_rows(rank_cells(pd.DataFrame(rows)), axes)
+
+
+def rank_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """``rank``: by D_T among the ``ok`` cells of each table (1 = most stable; the others NaN)."""
+    df = df.assign(rank=np.nan)
     for _, idx in df.groupby(["task", "perturb"]).groups.items():
         ok = df.loc[idx][df.loc[idx, "status"] == "ok"]
         df.loc[ok.index, "rank"] = ok["D_T"].rank(method="min")
-    return _label_rows(df, axes)
+    return df
 
 
-def _label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
-    """``name``: the values that tell a table's rows apart (the algorithm's title alone in the atlas)."""
+def label_rows(df: pd.DataFrame, axes: list) -> pd.DataFrame:
+    """``name``: the values of ``axes`` that tell a table's rows apart (the algorithm's title alone in the
+    atlas)."""
     names = []
     for _, row in df.iterrows():
         table = df[(df["task"] == row["task"]) & (df["perturb"] == row["perturb"])]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stabkit.atlas.link import pareto_front, quality
+from stabkit.atlas.link import corr_text, pareto_front, quality
 from stabkit.plotting import STYLE, line_styles, plt, save, sns
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -124,7 +124,7 @@ def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -
                     color=palette[tasks.index(task)], label=f"{titles.get(task, task)}, {perturb}")
     ax.set_xscale("log")
     ax.set(xlabel=r"$D_T = E\|x_T - x'_T\|$ (± 95% CI)", ylabel="test − train loss (± 95% CI)",
-           title=f"Spearman ρ = {corr['rho']:.2f} [{corr['lo']:.2f}, {corr['hi']:.2f}] over {corr['n']} cells")
+           title=f"Spearman {corr_text(corr)}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _png(save(fig, out, "gap_vs_discrepancy"))
 
@@ -132,3 +132,34 @@ def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -
 def _png(paths: list) -> Path:
     plt.close("all")
     return next(p for p in paths if p.suffix == ".png")
+
+
+def draw_stability_accuracy(grid: pd.DataFrame, key: str, chosen: dict, out: Path, titles: dict) -> Path:
+    """Per table: each algorithm's curve of D_T (± 95% CI, log axis) against test accuracy (test loss for
+    regression) across the grid's values, its ``ok`` points joined in increasing order of ``key``, the
+    chosen value ringed; the matched level (``level``, :mod:`stabkit.atlas.matched`) a dashed line."""
+    sns.set_theme(**STYLE)
+    names = list(dict.fromkeys(grid["name"]))
+    styles = dict(zip(names, line_styles(len(names))))
+    panels = _panels(grid)
+    fig, axes = _grid(len(panels), 2, size=(5.0, 3.8))
+    for ax, ((task, perturb), g) in zip(axes, panels):
+        regression = g["test_acc"].isna().all() if "test_acc" in g else True
+        x_col = "test_loss" if regression else "test_acc"
+        for name, points in g[g["status"] == "ok"].groupby("name", sort=False):
+            p = points.sort_values(f"param.{key}")
+            ax.errorbar(p[x_col], p["D_T"], xerr=p[f"{x_col}.hw"].fillna(0), yerr=p["D_T.hw"].fillna(0),
+                        marker="o", ms=3.5, capsize=2, lw=1.1, **styles[name])
+            pick = p[[chosen.get((task, a)) == v for a, v in zip(p["algo"], p[f"param.{key}"])]]
+            ax.plot(pick[x_col], pick["D_T"], "o", ms=9, mfc="none", mec=styles[name].get("color", "k"), mew=1.3)
+        if "level" in g and np.isfinite(g["level"].iloc[0]):
+            level = g["level"].iloc[0]
+            ax.axvline(-level if regression else level, ls="--", color="0.4", lw=0.9)
+        ax.set_yscale("log")
+        ax.set(title=f"{titles.get(task, task)}, {perturb}", ylabel=r"$D_T$ (± 95% CI)",
+               xlabel="test loss (lower is better)" if regression else "test accuracy")
+    handles = [plt.Line2D([], [], lw=1.6, marker="o", ms=3.5, **styles[n]) for n in names]
+    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
+               title=f"one point per {key}; ringed: tuned;\ndashed: matched level", title_fontsize=7)
+    fig.tight_layout()
+    return _png(save(fig, out, "stability_accuracy"))

@@ -5,7 +5,9 @@ predicts the generalisation gap.
   ``ok`` cell beats on both a smaller D_T and a better quality (higher test accuracy; for regression a
   lower test loss), at least as good on both and strictly better on one.
 * ``rank_correlation(cells)``: Spearman's ρ between D_T and the gap (test − train loss) over the ``ok``
-  cells, its p-value and a percentile bootstrap 95% interval over cells (resampled with replacement).
+  cells, its p-value and a percentile bootstrap 95% interval over cells (resampled with replacement);
+  below :data:`MIN_CELLS` cells no ρ at all (``corr_text`` says "too few cells (n)"): over 3 cells a
+  bootstrap interval is [−1, 1] whatever the data, and ρ takes one of four values.
 * ``stability_check(cells)``: the stability theorem's inequality |E gen gap| ≤ Ĝ · E‖x_T − x′_T‖ per cell,
   with Ĝ the estimated gradient bound (``constants.json``'s G: the largest per-sample gradient norm at
   the run's snapshots), counted as "holds in n of m cells".
@@ -17,6 +19,7 @@ import pandas as pd
 from scipy import stats
 
 BOOTSTRAP = 2000
+MIN_CELLS = 6  # fewest cells a rank correlation is reported over
 
 
 def quality(cells: pd.DataFrame) -> pd.Series:
@@ -43,7 +46,7 @@ def rank_correlation(cells: pd.DataFrame, x: str = "D_T", y: str = "gap", seed: 
     """Spearman ρ of ``x`` and ``y`` over the ``ok`` cells with a bootstrap 95% interval."""
     ok = cells[(cells["status"] == "ok") & cells[x].notna() & cells[y].notna()]
     n = len(ok)
-    if n < 3:
+    if n < MIN_CELLS:
         return {"n": n, "rho": float("nan"), "p": float("nan"), "lo": float("nan"), "hi": float("nan")}
     a, b = ok[x].to_numpy(float), ok[y].to_numpy(float)
     res = stats.spearmanr(a, b)
@@ -55,6 +58,13 @@ def rank_correlation(cells: pd.DataFrame, x: str = "D_T", y: str = "gap", seed: 
             boot.append(stats.spearmanr(a[i], b[i]).statistic)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return {"n": n, "rho": float(res.statistic), "p": float(res.pvalue), "lo": float(lo), "hi": float(hi)}
+
+
+def corr_text(c: dict) -> str:
+    """``ρ = 0.52 [0.10, 0.81] over 12 cells``, or ``too few cells (n)`` below :data:`MIN_CELLS`."""
+    if c["n"] < MIN_CELLS or not np.isfinite(c["rho"]):
+        return f"too few cells ({c['n']})"
+    return f"ρ = {c['rho']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}] over {c['n']} cells"
 
 
 def stability_check(cells: pd.DataFrame) -> dict:

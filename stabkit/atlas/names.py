@@ -6,15 +6,17 @@ from stabkit.analysis.labels import value_text
 
 
 def algo_title(algo) -> str:
-    """The algorithm's ``title`` (its paper's name); a plug-in or unknown name as given."""
+    """The algorithm's ``title`` (its paper's name), with the algorithm it equals at the defaults where it has
+    one (``FedAvgM (= FOSM, ν = 1)``, :mod:`stabkit.atlas.aliases`); a plug-in or unknown name as given."""
     from stabkit.algorithms import algorithm_class
+    from stabkit.atlas.aliases import alias_note
     from stabkit.errors import ConfigError
 
     try:
         cls = algorithm_class(str(algo))
     except ConfigError:
         return str(algo)
-    return getattr(cls, "title", None) or getattr(cls, "name", str(algo))
+    return (getattr(cls, "title", None) or getattr(cls, "name", str(algo))) + alias_note(str(algo))
 
 
 def setting_name(values: dict) -> str:

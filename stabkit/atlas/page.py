@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
@@ -17,7 +18,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from stabkit.atlas.figures import draw_curves, draw_frontier, draw_gap_scatter
-from stabkit.atlas.link import link_summary, pareto_front, stability_check
+from stabkit.atlas.link import MIN_CELLS, corr_text, link_summary, pareto_front, stability_check
+from stabkit.atlas.matched import level_text
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
 
 COLUMNS = [  # (key, label, help, left-aligned)
@@ -52,15 +54,15 @@ def _sort(x):
     return "" if x is None or isinstance(x, float) and not np.isfinite(x) else x
 
 
-def _cells_of(row, front: bool, runs_html: Markup) -> list:
-    """(text, sort value, html) per column of one table row."""
+def _cells_of(row, front: bool, runs_html: Markup) -> dict:
+    """Column key -> (text, sort value, html) of one table row (the :data:`COLUMNS`)."""
     law = f"{row['law']} {row['rate_name']} {_num(row['rate'])}" if isinstance(row.get("law"), str) else "—"
     acc = row.get("test_acc", np.nan)
     quality = _num(acc) if np.isfinite(acc) else f"loss {_num(row.get('test_loss', np.nan))}"
     bound = row.get("bound", "—") if isinstance(row.get("bound"), str) else "—"
     bound_text = bound if bound == "no valid bound" or bound == "—" else f"{_num(row['bound/measured'])} ({bound})"
     rel = row.get("D_T.rel_hw", np.nan)
-    return [
+    values = [
         (_num(row["rank"], 2), _sort(row["rank"]), None),
         (row["name"], row["name"], None),
         (row["status"], row["status"], None),
@@ -75,6 +77,13 @@ def _cells_of(row, front: bool, runs_html: Markup) -> list:
         ("yes" if front else "", 1 if front else 0, None),
         ("", ",".join(row["jobs"]), runs_html),
     ]
+    return dict(zip([c[0] for c in COLUMNS], values))
+
+
+def _extra_cell(row, key: str) -> tuple:
+    """(text, sort value, html) of an extra column: the row's ``key`` text, sorted by ``key.sort``."""
+    text = row.get(key)
+    return ("—" if not isinstance(text, str) else text), _sort(row.get(f"{key}.sort", np.nan)), None
 
 
 def _runs_html(row, root: Path, out: Path) -> Markup:
@@ -90,28 +99,41 @@ def _runs_html(row, root: Path, out: Path) -> Markup:
             + Markup("<br>").join(commands) + Markup("</details>"))
 
 
-def build_tables(cells: pd.DataFrame, root: Path, out: Path, titles: dict) -> list:
-    """Template data: one table per (task, perturbation), rows ranked first (by D_T), then the others."""
+def with_columns(extra: list) -> list:
+    """:data:`COLUMNS` with ``extra`` columns (same tuple form) after the algorithm's name."""
+    at = [c[0] for c in COLUMNS].index("name") + 1
+    return COLUMNS[:at] + list(extra) + COLUMNS[at:]
+
+
+def build_tables(cells: pd.DataFrame, root: Path, out: Path, titles: dict, columns: list = COLUMNS,
+                 prefix: str = "") -> list:
+    """Template data: one table per (task, perturbation), rows ranked first (by D_T), then the others;
+    ``columns`` beyond :data:`COLUMNS` read the row's own text (:func:`_extra_cell`); ``prefix`` tells a
+    second view's table ids apart."""
     front = pareto_front(cells)
     tables = []
     for (task, perturb), g in cells.groupby(["task", "perturb"], sort=False):
         g = g.assign(_r=g["rank"].fillna(np.inf)).sort_values(["_r", "D_T"])
         rows = []
         for i, row in g.iterrows():
-            cells_ = _cells_of(row, bool(front[i]), _runs_html(row, root, out))
+            values = _cells_of(row, bool(front[i]), _runs_html(row, root, out))
+            cells_ = [values[k] if k in values else _extra_cell(row, k) for k, *_ in columns]
             rows.append({"cls": ("off" if row["status"] != "ok" else "") + (" front" if front[i] else ""),
                          "cells": [{"text": t, "sort": s, "html": h, "cls": {"name": "l name", "status": "l status"}.get(
                                     k, "l" if left else "")}
-                                   for (t, s, h), (k, _, _, left) in zip(cells_, COLUMNS)],
-                         "md": [t for (t, _, _), (k, *_rest) in zip(cells_, COLUMNS) if k != "runs"]})
-        tables.append({"id": re.sub(r"[^A-Za-z0-9]+", "-", f"{task}-{perturb}"),
-                       "title": f"{titles.get(task, task)} — {perturb} perturbation", "rows": rows})
+                                   for (t, s, h), (k, _, _, left) in zip(cells_, columns)],
+                         "md": [t for (t, _, _), (k, *_rest) in zip(cells_, columns) if k != "runs"]})
+        level = g["level"].iloc[0] if "level" in g and np.isfinite(g["level"].iloc[0]) else None
+        regression = "test_acc" not in g or g["test_acc"].isna().all()
+        matched = f" (matched level: {level_text(level, regression)})" if level is not None else ""
+        tables.append({"id": prefix + re.sub(r"[^A-Za-z0-9]+", "-", f"{task}-{perturb}"),
+                       "title": f"{titles.get(task, task)} — {perturb} perturbation{matched}", "rows": rows})
     return tables
 
 
 def wide_markdown(cells: pd.DataFrame, titles: dict) -> str:
-    """One row per setting, one column per table: D_T ± 95% half-width (rank), "no learning"/"diverged"
-    where the cell is not ranked; then each task's test accuracy (or loss) under client perturbation."""
+    """One row per setting, one column per table: D_T ± 95% half-width (@ the tuned value in a tuned view)
+    (rank), "no learning"/"diverged" where the cell is not ranked; then each task's test accuracy (or loss) under client perturbation."""
     tables = list(dict.fromkeys(zip(cells["task"], cells["perturb"])))
     tasks = list(dict.fromkeys(cells["task"]))
     head = [f"{t}, {p}" for t, p in tables]
@@ -125,7 +147,7 @@ def wide_markdown(cells: pd.DataFrame, titles: dict) -> str:
                 row.append("")
                 continue
             c = c.iloc[0]
-            text = _pm(c, "D_T")
+            text = _pm(c, "D_T") + (f" @{c['tuned']}" if isinstance(c.get("tuned"), str) else "")
             row.append(f"{text} ({int(c['rank'])})" if c["status"] == "ok" else f"{text} *{c['status'].split(' (')[0]}*")
         for t in tasks:
             c = cells[(cells["name"] == name) & (cells["task"] == t)]
@@ -178,17 +200,13 @@ def summary_lines(cells: pd.DataFrame, link: dict) -> list:
         lines.append(f"Pareto front, {task} / {perturb}: {names or 'none'}"
                      + (f" (not ranked: {', '.join(f'{n} [{s}]' for n, s in zip(off['name'], off['status']))})"
                         if len(off) else ""))
-    c = link["all"]
-    if c["n"] >= 3:
-        lines.append(f"Spearman rank correlation of D_T with the gap (test − train loss) over the {c['n']} ranked "
-                     f"cells: ρ = {c['rho']:.2f}, bootstrap 95% interval [{c['lo']:.2f}, {c['hi']:.2f}], "
-                     f"p = {c['p']:.2g}.")
-        within = [f"{key} {v['rho']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" for key, v in link.items()
-                  if "/" in key and v["n"] >= 3]
-        if within:
-            lines.append("Within each table (no differences of scale between tasks): " + "; ".join(within) + ".")
-        cg = link["client_gap"]
-        lines.append(f"… with R_u − R_e: ρ = {cg['rho']:.2f} [{cg['lo']:.2f}, {cg['hi']:.2f}] ({cg['n']} cells).")
+    c, cg = link["all"], link["client_gap"]
+    p = f", p = {c['p']:.2g}" if c["n"] >= MIN_CELLS else ""
+    lines.append(f"Spearman rank correlation of D_T with the gap (test − train loss), ranked cells, bootstrap 95% "
+                 f"interval: {corr_text(c)}{p}; with R_u − R_e: {corr_text(cg)}.")
+    within = [f"{key} {corr_text(v)}" for key, v in link.items() if "/" in key]
+    if within:
+        lines.append("Within each table (no differences of scale between tasks): " + "; ".join(within) + ".")
     th = link["theorem"]
     if th["m"]:
         lines.append(f"Stability theorem |gen gap| ≤ Ĝ · E‖x_T − x′_T‖ (Ĝ = the estimated per-sample gradient bound): "
@@ -202,21 +220,52 @@ def _figure(path: Path, title: str, caption: str) -> dict:
     return {"title": title, "caption": caption, "data": base64.b64encode(path.read_bytes()).decode()}
 
 
+@dataclass
+class PageExtras:
+    """What a page adds to its one view of the cells: machine lines, the main view's extra columns (after the
+    name, :func:`with_columns`) and its heading and note, further views (``sections``: dicts with
+    ``heading``, ``note``, ``cells``, ``prefix``), and figures drawn by the caller (``(path, title,
+    caption)``, shown first)."""
+
+    machine: dict = field(default_factory=dict)
+    columns: list = field(default_factory=list)
+    heading: str = ""
+    note: str = ""
+    sections: list = field(default_factory=list)
+    figures: list = field(default_factory=list)
+
+
+def _sections(cells: pd.DataFrame, root: Path, out: Path, titles: dict, extras: PageExtras) -> list:
+    """Template data per view: heading, note, its columns (html and markdown) and its tables."""
+    views = [{"heading": extras.heading, "note": extras.note, "cells": cells, "prefix": "",
+              "columns": with_columns(extras.columns)}]
+    views += [{**v, "columns": COLUMNS} for v in extras.sections]
+    out_ = []
+    for v in views:
+        cols = v["columns"]
+        out_.append({"heading": v["heading"], "note": v["note"],
+                     "columns": [{"label": label, "help": help_, "cls": "l" if left else ""}
+                                 for _, label, help_, left in cols],
+                     "md_columns": [{"label": label} for k, label, _, _ in cols if k != "runs"],
+                     "tables": build_tables(v["cells"], root, out, titles, cols, v["prefix"])})
+    return out_
+
+
 def write_page(cells: pd.DataFrame, root, out, title: str, description: str = "", command: str = "",
-               policy: str = "", titles: dict | None = None, extra_machine: dict | None = None) -> dict:
-    """Write ``index.html``, ``cells.csv``, ``cells.md``, ``link.json`` and ``figures/`` into ``out``."""
-    root, out, titles = Path(root), Path(out), titles or {}
+               policy: str = "", titles: dict | None = None, extras: PageExtras | None = None) -> dict:
+    """Write ``index.html``, ``cells.csv``, ``cells.md``, ``link.json`` and ``figures/`` into ``out``;
+    ``cells`` is the page's main view (summary, figures, ``cells.csv``), ``extras`` what it adds."""
+    root, out, titles, extras = Path(root), Path(out), titles or {}, extras or PageExtras()
     out.mkdir(parents=True, exist_ok=True)
     link = link_summary(cells)
     cells = cells.assign(front=pareto_front(cells), theorem_holds=stability_check(cells)["holds"])
     figs = out / "figures"
     paths = {"curves": draw_curves(cells, figs, titles), "frontier": draw_frontier(cells, figs, titles),
              "gap": draw_gap_scatter(cells, figs, titles, link["all"])}
-    tables = build_tables(cells, root, out, titles)
+    sections = _sections(cells, root, out, titles, extras)
     env = jinja2.Environment(loader=jinja2.PackageLoader("stabkit.atlas", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=False)
-    columns = [{"label": label, "help": help_, "cls": "l" if left else ""} for _, label, help_, left in COLUMNS]
-    figures = [
+    figures = [_figure(*f) for f in extras.figures] + [
         _figure(paths["curves"], "Discrepancy curves", "Mean ‖x_t − x′_t‖ over seeds × pairs, one panel per task and "
                 "perturbation; faded lines: cells that do not learn or diverged."),
         _figure(paths["frontier"], "Stability–accuracy frontier", "D_T (± 95% CI) against test accuracy (test loss "
@@ -227,11 +276,10 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
     ]
     html = env.get_template("index.html.j2").render(
         title=title, description=description, command=command, policy=policy, summary=summary_lines(cells, link),
-        tables=tables, columns=columns, figures=figures, machine=machine_info(extra_machine))
+        sections=sections, figures=figures, machine=machine_info(extras.machine))
     atomic_write_text(out / "index.html", html)
     md_env = jinja2.Environment(loader=jinja2.PackageLoader("stabkit.atlas", "templates"), autoescape=False)
-    md = md_env.get_template("cells.md.j2").render(
-        tables=tables, md_columns=[{"label": label} for k, label, _, _ in COLUMNS if k != "runs"])
+    md = md_env.get_template("cells.md.j2").render(sections=sections)
     atomic_write_text(out / "cells.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
     atomic_write_text(out / "summary.md", wide_markdown(cells, titles))
     csv = cells.drop(columns=["curve", "job_dirs"], errors="ignore").assign(jobs=cells["jobs"].map(";".join))

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from stabkit.atlas.aliases import fold_aliases
 from stabkit.atlas.cells import cell_table, read_jobs
 from stabkit.atlas.floors import DEFAULT_FLOOR
-from stabkit.atlas.page import write_page
+from stabkit.atlas.page import PageExtras, write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
+from stabkit.atlas.tunedpage import tuned_page
+from stabkit.atlas.tuning import Tune, at_chosen, check_algos, choose, grid_spec, parse_tune, tuned_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
 
@@ -90,30 +93,98 @@ class AtlasRequest:
     ci_target: Optional[float] = None  # top up cells whose D_T half-width exceeds this share (None: the suite's)
     max_units: int = 1024  # replicate units (seeds x pairs) a top-up may give a cell at most
     top_up: bool = True  # False: no top-up, whatever the suite's target
+    tune: Optional[str] = None  # "lr=0.01,0.1", "lr" (the suite's default grid), ...: stabkit.atlas.tuning
 
     def target(self, suite: Suite) -> Optional[float]:
         """The relative half-width the cells are topped up to, or None (no top-up)."""
         return (self.ci_target if self.ci_target is not None else suite.ci_target) if self.top_up else None
 
 
+@dataclass(frozen=True)
+class AtlasPlan:
+    """A checked request: the suite, the algorithms, the tuning grid (or None), the suite's own sweep spec
+    (``spec_dict``), the spec that runs first (the grid pass when tuned), its jobs, the top-up target and
+    the metadata written to ``atlas.json``."""
+
+    suite: Suite
+    names: list
+    tune: Optional[Tune]
+    spec_dict: dict
+    spec: object
+    jobs: list
+    target: Optional[float]
+    meta: dict
+
+
+def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -> AtlasPlan:
+    """Check everything about ``req`` before anything runs or is written (one line for the first problem)."""
+    from stabkit.sweep import parse_spec
+    from stabkit.sweep.runner import check_job_data
+
+    suite = scaled(get_suite(req.suite), req.seeds, req.pairs)
+    check_target(req.ci_target, req.max_units)
+    tune = parse_tune(req.tune, suite.name)
+    names, folded = fold_aliases(resolve_algos(req.algos))
+    if tune is not None:
+        check_algos(tune, names)
+    check_out(out, suite)
+    if suite.needs_data:
+        require(req.data_dir is not None, "data_dir", req.data_dir, f"the folder with the data files of suite "
+                f"{suite.name!r} (--data-dir DIR; see docs/tasks.md)")
+    spec_dict = suite_spec_dict(suite, names, req.data_dir)
+    run_dict = grid_spec(spec_dict, tune, suite.seeds[:1]) if tune else spec_dict
+    spec = parse_spec(run_dict, source=f"suite {suite.name}")
+    jobs = spec.jobs()
+    _check_same_sweep(out, spec)
+    if getattr(executor, "shares_files", True):
+        check_job_data(jobs)
+    for dropped, kept in folded:
+        echo(f"{dropped} is {kept} at the defaults (the same update, bit for bit): measured once, as {kept}")
+    meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
+            "seeds": req.seeds, "pairs": req.pairs, "ci_target": req.target(suite), "max_units": req.max_units,
+            "tune": tune.to_dict() if tune else None}
+    return AtlasPlan(suite, names, tune, spec_dict, spec, jobs, req.target(suite), meta)
+
+
+def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable) -> None:
+    """Print the jobs and the projected time of the first sweep."""
+    from stabkit.atlas.estimate import projected_seconds
+
+    suite, names = plan.suite, plan.names
+    est = projected_seconds(plan.jobs, req.workers)
+    grid = f" x {len(plan.tune.grid)} values of {plan.tune.key} (first seed)" if plan.tune else ""
+    seeds = 1 if plan.tune else len(suite.seeds)
+    echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
+         f"perturbations x {seeds} seeds{grid} = {len(plan.jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
+         f"on {req.workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
+    if plan.target is not None:
+        at = " at the chosen values" if plan.tune else ""
+        echo(f"then a top-up{at} to ±{plan.target:.0%} of D_T (its jobs and time are printed when the sweep has "
+             f"ended)")
+
+
 def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress: Optional[Callable] = None) -> dict:
-    """Validate, print the projected time, run the sweep into ``out/sweep`` and write the page to ``out``."""
+    """Validate, print the projected time, run the sweep into ``out/sweep`` (the grid pass when tuned), top
+    up and write the page to ``out``."""
     from stabkit.sweep import run_sweep
 
     out = Path(out)
-    suite, target, names, spec_dict, spec, jobs = _checked_suite(req, out, executor, echo)
+    plan = plan_atlas(req, out, executor, echo)
+    if req.project or req.dry_run:
+        _project(req, plan, echo)
     if req.dry_run:
-        return {"jobs": len(jobs)}
+        return {"jobs": len(plan.jobs)}
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
-            "seeds": req.seeds, "pairs": req.pairs, "ci_target": target, "max_units": req.max_units}
+    meta = dict(plan.meta)
     atomic_write_json(out / ATLAS_FILE, meta)
     start = time.perf_counter()
-    manifests = [run_sweep(spec, out / SWEEP, executor, progress=progress)]
+    manifests = [run_sweep(plan.spec, out / SWEEP, executor, progress=progress)]
     jobs = None  # every sweep's jobs, read once (and analysed once) for the top-up and the page
-    if target is not None:
+    if plan.target is not None or plan.tune is not None:
         jobs = read_jobs(out / SWEEP)
-        manifests, jobs = _top_up(req, target, out, spec_dict, jobs, manifests, executor, echo, progress)
+        main, select = _chosen(plan, jobs, echo)
+        if plan.target is not None:
+            manifests, jobs = _top_up(req, plan.target, out, main, jobs, manifests, executor, echo, progress, select)
     meta["sweep_wall_s"] = round(time.perf_counter() - start, 1)
     meta["job_wall_s"] = round(sum(r.get("wall_s") or 0 for m in manifests for r in m.jobs.values()), 1)
     atomic_write_json(out / ATLAS_FILE, meta)
@@ -121,48 +192,29 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     return {**atlas_page(out, jobs), "counts": counts}
 
 
-def _checked_suite(req: AtlasRequest, out: Path, executor, echo: Callable) -> tuple:
-    """Everything checked before a job starts (suite, top-up target, algorithms, ``out``, data files), and the
-    projected time printed. Returns ``(suite, target, algorithm names, spec dict, spec, jobs)``."""
-    from stabkit.sweep import parse_spec
-    from stabkit.sweep.runner import check_job_data
-
-    suite = scaled(get_suite(req.suite), req.seeds, req.pairs)
-    check_target(req.ci_target, req.max_units)
-    target = req.target(suite)
-    names = resolve_algos(req.algos)
-    check_out(out, suite)
-    if suite.needs_data:
-        require(req.data_dir is not None, "data_dir", req.data_dir, f"the folder with the data files of suite "
-                f"{suite.name!r} (--data-dir DIR; see docs/tasks.md)")
-    spec_dict = suite_spec_dict(suite, names, req.data_dir)
-    spec = parse_spec(spec_dict, source=f"suite {suite.name}")
-    jobs = spec.jobs()
-    _check_same_sweep(out, spec)
-    if getattr(executor, "shares_files", True):
-        check_job_data(jobs)
-    if req.project or req.dry_run:
-        from stabkit.atlas.estimate import projected_seconds
-
-        est = projected_seconds(jobs, req.workers)
-        echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
-             f"perturbations x {len(suite.seeds)} seeds = {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
-             f"on {req.workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
-        if target is not None:
-            echo(f"then a top-up to ±{target:.0%} of D_T (its jobs and time are printed when the sweep has ended)")
-    return suite, target, names, spec_dict, spec, jobs
+def _chosen(plan: AtlasPlan, grid_jobs: list, echo: Callable) -> tuple:
+    """``(spec the top-up extends, cells -> the cells it tops up)``: untuned, the suite's spec and every
+    cell; tuned, the suite at the values the grid pass chose (printed) and the cells at those values."""
+    if plan.tune is None:
+        return plan.spec_dict, lambda cells: cells
+    tune, chosen = plan.tune, choose(grid_jobs, plan.tune)
+    for task in [t.name for t in plan.suite.tasks]:
+        echo(f"tuned {tune.key} on {task} (best validation score at T): " + ", ".join(
+            f"{a} {v:g}" for (t, a), v in chosen.items() if t == task))
+    main = tuned_spec(plan.spec_dict, tune, chosen, plan.suite.seeds[:1])
+    return main, lambda cells: at_chosen(cells, tune.key, chosen)
 
 
 def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, manifests: list, executor,
-            echo: Callable, progress) -> tuple:
-    """The top-up passes (``stabkit.atlas.topup``) of the cells still wider than the target: ``(manifests,
-    jobs)``, the main sweep's with every pass's appended."""
+            echo: Callable, progress, select: Callable) -> tuple:
+    """The top-up passes (``stabkit.atlas.topup``) of the cells that ``select`` keeps still wider than
+    the target: ``(manifests, jobs)``, the main sweep's with every pass's appended."""
     from stabkit.atlas.cells import read_jobs
     from stabkit.sweep import parse_spec, run_sweep
 
     jobs = list(main_jobs)
     for k in range(1, PASSES + 1):
-        extra = extra_units(atlas_cells(out, jobs, with_topup=False), target, req.max_units)
+        extra = extra_units(select(atlas_cells(out, jobs, with_topup=False)), target, req.max_units)
         spec_dict = topup_spec(main, extra, k, seconds_per_pair(manifests))
         if spec_dict is None:
             echo(f"top-up: every ranked cell is within ±{target:.0%} (or at {req.max_units} units)")
@@ -181,17 +233,36 @@ def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: 
     return manifests, jobs
 
 
+def _all_jobs(out: Path, jobs: Optional[list], with_topup: bool) -> list:
+    """The sweep's jobs (``jobs`` if already read) and, with ``with_topup``, every top-up pass's."""
+    jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
+    for k in range(1, PASSES + 1) if with_topup else ():
+        if (out / topup_dir(k) / "manifest.json").is_file():
+            jobs += read_jobs(out / topup_dir(k))
+    return jobs
+
+
 def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True):
     """The cell table of the atlas in ``out``: its sweep's jobs (``jobs`` if already read) and, with
     ``with_topup``, every top-up pass's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
     floors = {t.name: t.floor for t in suite.tasks}
-    jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
-    for k in range(1, PASSES + 1) if with_topup else ():
-        if (out / topup_dir(k) / "manifest.json").is_file():
-            jobs += read_jobs(out / topup_dir(k))
-    return cell_table(jobs, learn_floor=lambda task: floors.get(task, DEFAULT_FLOOR))
+    return cell_table(_all_jobs(out, jobs, with_topup), learn_floor=lambda task: floors.get(task, DEFAULT_FLOOR))
+
+
+def _machine(meta: dict, suite: Suite) -> dict:
+    """The page's lines on the suite, the top-up, the tuning and the time."""
+    extra = {"suite": suite.name}
+    if meta.get("tune"):
+        extra["tuned"] = f"{meta['tune']['key']} over {', '.join(f'{v:g}' for v in meta['tune']['grid'])}"
+    if meta.get("ci_target") is not None:
+        extra["top-up"] = (f"cells wider than ±{meta['ci_target']:.0%} of D_T given more pairs, at most "
+                           f"{meta['max_units']} units (seeds x pairs) each")
+    if meta.get("sweep_wall_s") is not None:
+        extra["suite time (this invocation; wall)"] = f"{meta['sweep_wall_s']:.0f} s"
+        extra["job time (sum over jobs, one thread each)"] = f"{meta['job_wall_s']:.0f} s"
+    return extra
 
 
 def atlas_page(out, jobs: Optional[list] = None) -> dict:
@@ -202,18 +273,16 @@ def atlas_page(out, jobs: Optional[list] = None) -> dict:
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
-    cells = atlas_cells(out, jobs, with_topup=jobs is None)
+    jobs = _all_jobs(out, jobs, with_topup=jobs is None)
+    cells = atlas_cells(out, jobs, with_topup=False)
     tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's
     cells = cells.sort_values(["task", "perturb", "algo"], key=lambda col: col.map(
         {"task": tasks, "perturb": list(suite.perturbs), "algo": algos}[col.name].index)).reset_index(drop=True)
     titles = {t.name: t.title for t in suite.tasks}
-    extra = {"suite": suite.name}
-    if meta.get("ci_target") is not None:
-        extra["top-up"] = (f"cells wider than ±{meta['ci_target']:.0%} of D_T given more pairs, at most "
-                           f"{meta['max_units']} units (seeds x pairs) each")
-    if meta.get("sweep_wall_s") is not None:
-        extra["suite time (this invocation; wall)"] = f"{meta['sweep_wall_s']:.0f} s"
-        extra["job time (sum over jobs, one thread each)"] = f"{meta['job_wall_s']:.0f} s"
+    extras, policy = PageExtras(machine=_machine(meta, suite)), POLICY
+    if meta.get("tune"):
+        grid_jobs = [j for j in jobs if j.path.parent.parent == out / SWEEP]
+        cells, extras, policy = tuned_page(cells, meta, suite, grid_jobs, out, titles, extras)
     return write_page(cells, out / SWEEP, out, title=f"stabkit stability atlas — suite {suite.name}",
-                      description=suite.description, command=meta.get("command", ""), policy=POLICY,
-                      titles=titles, extra_machine=extra)
+                      description=suite.description, command=meta.get("command", ""), policy=policy,
+                      titles=titles, extras=extras)

@@ -9,7 +9,10 @@ For each global model (pair r, trajectory j) on its own federation:
 * ``part_loss`` / ``part_acc``: training loss on the clients that took part in the round;
 * ``r_e`` (semi-empirical risk, FedSAGD eq. 2): mean over the round's clients of the loss on their own
   held-out (validation) data; ``r_u``: mean loss on held-out clients neither run ever trains on;
-  ``client_gap`` = r_u - r_e.
+  ``client_gap`` = r_u - r_e;
+* ``val_loss`` / ``val_acc``: loss and accuracy on the held-out (validation) samples of the task's training
+  clients, pooled, never trained on by trajectory A (the validation split ``stabkit atlas --tune`` picks a
+  learning rate by; the test split stays out of every choice).
 
 All models are evaluated in one batched call per data split (in memory-bounded chunks), on all the data
 or, with ``eval_fraction`` < 1, on a fixed subset of every client's data and of the test set. A client
@@ -125,8 +128,10 @@ class Evaluator:
             out["part_loss"] = row_loss.gather(1, rows_t).mean(1)
             out["part_acc"] = row_acc.gather(1, rows_t).mean(1)
             val_x, val_y, val_owner = self.val
-            val_losses, _ = m.losses(theta, val_x, val_y)
+            val_losses, val_correct = m.losses(theta, val_x, val_y)
             val_loss = _segment_mean(val_losses, val_owner, data.num_task_clients)
+            trained = val_owner < data.num_train_clients
+            out["val_loss"], out["val_acc"] = val_losses[:, trained].mean(1), val_correct[:, trained].mean(1)
             out["r_e"] = val_loss.gather(1, self.origin[rows_t]).mean(1)
             out["client_gap"] = out["r_u"] - out["r_e"]
         return {k: v.reshape(R, 2).cpu().numpy() for k, v in out.items()}

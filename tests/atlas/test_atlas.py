@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from stabkit.atlas.cells import mean_ci
-from stabkit.atlas.link import pareto_front, rank_correlation, stability_check
+from stabkit.atlas.link import corr_text, pareto_front, rank_correlation, stability_check
 from stabkit.atlas.suites import SUITES, suite_spec_dict
+from tests.browser import chromium, fits
 from tests.helpers import cli
 
 ALGOS = "fedavg,scaffold,fedadam"
@@ -148,39 +149,23 @@ def test_cell_statistics_frontier_correlation_and_theorem_check():
                           "D_T": [1.0, 2.0, 3.0, 0.1], "test_acc": [0.8, 0.9, 0.85, 0.1],
                           "gap": [0.1, 0.2, 0.3, 0.0], "G": [1.0, 0.05, 1.0, 1.0]})
     assert list(pareto_front(cells)) == [True, True, False, False]  # 3 is beaten by 2; 4 does not learn
-    corr = rank_correlation(cells)
-    assert corr["n"] == 3 and corr["rho"] == pytest.approx(1.0)
+    corr = rank_correlation(cells)  # 3 cells: no rho, no [-1, 1] interval
+    assert corr["n"] == 3 and np.isnan(corr["rho"]) and corr_text(corr) == "too few cells (3)"
+    six = pd.DataFrame({"task": ["t"] * 6, "perturb": ["client"] * 6, "status": ["ok"] * 6,
+                        "D_T": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "gap": [0.1, 0.3, 0.2, 0.4, 0.6, 0.5]})
+    corr = rank_correlation(six)  # ranks of the gap 1 3 2 4 6 5: d^2 = 4, rho = 1 - 6 * 4 / (6 * 35)
+    assert corr["n"] == 6 and corr["rho"] == pytest.approx(1 - 24 / 210)
+    assert corr_text(corr).startswith(f"ρ = {1 - 24 / 210:.2f} [") and corr_text(corr).endswith("over 6 cells")
     check = stability_check(cells)
     assert (check["n"], check["m"]) == (2, 3) and list(check["holds"]) == [True, False, True]
-
-
-def _browser():
-    """Paths of Debian's Chromium and its driver, or a skip saying what is missing (``.ci/run`` installs both)."""
-    import shutil
-
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("headless Chromium is not installed here (Debian packages chromium and chromium-driver; "
-                    ".ci/run installs them when it runs as root with the Debian archive reachable)")
-    return browser, driver
 
 
 def test_page_in_headless_chromium(atlas_dir, cells):
     """The page loads in a real browser without console errors, has one row per algorithm in every table,
     sorting a column reorders the rows; the screenshot is saved beside the page (atlas/screenshot.png)."""
-    browser, driver_path = _browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1500,1800"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with chromium(1500) as driver:
         driver.get((atlas_dir / "index.html").as_uri())
         assert driver.title.startswith("stabkit stability atlas")
         tables = driver.find_elements(By.CSS_SELECTOR, "table.sortable")
@@ -208,8 +193,18 @@ def test_page_in_headless_chromium(atlas_dir, cells):
         assert errors == []
         shot = atlas_dir / "screenshot.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
-    finally:
-        driver.quit()
+
+
+def test_page_fits_1280_pixels(atlas_dir):
+    """At 1280 px no table widens the page: each scrolls inside its own box, the algorithm column held."""
+    from selenium.webdriver.common.by import By
+
+    with chromium(1280) as driver:
+        driver.get((atlas_dir / "index.html").as_uri())
+        scroll_width, inner_width = fits(driver)
+        assert scroll_width <= inner_width
+        td = driver.find_element(By.CSS_SELECTOR, "table.sortable tbody td.name")
+        assert td.value_of_css_property("position") == "sticky"
 
 
 def test_a_diverged_cell_is_kept_with_its_round(tmp_path, capsys):

@@ -1,0 +1,66 @@
+"""D_T at matched accuracy: each algorithm's discrepancy where it reaches a common accuracy level.
+
+A tuned atlas measures every algorithm at every value of the grid, so each has a curve of (test quality,
+D_T) points, one per value: test accuracy, or minus the test loss for regression (higher is better). Per
+table (task x perturbation) the **level** is the lowest best quality any learning algorithm reaches: the
+minimum over the algorithms with at least one ``ok`` point of their best ``ok`` quality -- the highest
+level every learning algorithm reaches somewhere on the grid. Along each algorithm's ``ok`` points in
+increasing order of the tuned value (smaller steps first, where D_T is smallest), D_T is interpolated
+linearly between the last point below the level and the first at or above it, its 95% half-width
+likewise. Where the smallest value of the grid already reaches the level, the algorithm may reach it at a
+still smaller value: its D_T there is an upper end, marked ``<=``. An algorithm with no ``ok`` point
+(no learning, diverged everywhere) has "not reached".
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from stabkit.atlas.link import quality
+
+
+def matched_level(table: pd.DataFrame) -> float:
+    """The level of one table's cells (every grid value of every algorithm): see the module docstring."""
+    ok = table[table["status"] == "ok"]
+    if not len(ok):
+        return math.nan
+    return float(quality(ok).groupby(ok["algo"]).max().min())
+
+
+def at_level(points: pd.DataFrame, key: str, level: float) -> dict:
+    """D_T of one algorithm's cells ``points`` at quality ``level``: ``{"D": , "hw": , "upper": bool}``,
+    or ``{}`` where its ``ok`` points never reach it."""
+    ok = points[points["status"] == "ok"].sort_values(f"param.{key}")
+    q = quality(ok).to_numpy(float)
+    d, hw = ok["D_T"].to_numpy(float), ok["D_T.hw"].fillna(0).to_numpy(float)
+    reached = np.flatnonzero(q >= level) if math.isfinite(level) else []
+    if not len(reached):
+        return {}
+    i = int(reached[0])
+    if i == 0:
+        return {"D": float(d[0]), "hw": float(hw[0]), "upper": True}
+    w = (level - q[i - 1]) / (q[i] - q[i - 1])
+    return {"D": float(d[i - 1] + w * (d[i] - d[i - 1])), "hw": float(hw[i - 1] + w * (hw[i] - hw[i - 1])),
+            "upper": False}
+
+
+def matched_table(grid: pd.DataFrame, key: str) -> pd.DataFrame:
+    """One row per (task, perturb, algo) of the grid's cells: the table's ``level`` and ``D_T@level`` with
+    its half-width (``D_T@level.hw``), ``upper`` and the page's text (``matched``, "not reached")."""
+    rows = []
+    for (task, perturb), table in grid.groupby(["task", "perturb"], sort=False):
+        level = matched_level(table)
+        for algo, points in table.groupby("algo", sort=False):
+            m = at_level(points, key, level)
+            text = "not reached" if not m else (("≤ " if m["upper"] else "") + f"{m['D']:.3g} ± {m['hw']:.2g}")
+            rows.append({"task": task, "perturb": perturb, "algo": algo, "level": level,
+                         "D_T@level": m.get("D", math.nan), "D_T@level.hw": m.get("hw", math.nan),
+                         "upper": m.get("upper", False), "matched": text})
+    return pd.DataFrame(rows)
+
+
+def level_text(level: float, regression: bool) -> str:
+    """``test acc 0.853`` / ``test loss 0.12`` (the level in the table's own units)."""
+    return f"test loss {-level:.3g}" if regression else f"test acc {level:.3g}"

@@ -1,0 +1,213 @@
+"""``stabkit atlas --tune``: the validation metric, the grid, the choice (validation only, ties to the
+smaller value), the tuned and equal-rate views, D_T at matched accuracy, resuming and bad input."""
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from tests.helpers import cli
+
+from stabkit.atlas.cells import JobResult
+from stabkit.atlas.matched import at_level, matched_table
+from stabkit.atlas.suites import SUITES, suite_spec_dict
+from stabkit.atlas.tuning import Tune, choose, grid_spec, parse_tune, tuned_spec
+from stabkit.store.runstore import load_run
+from stabkit.testing.problems import A, B, tiny_run
+
+ARGS = ["atlas", "--suite", "ci", "--algos", "fedavg,fedavgm,fosm", "--seeds", "1", "--pairs", "3", "--tune",
+        "lr", "--ci-target", "0.1", "--max-units", "9", "--no-projection", "--quiet", "--workers", "1"]
+
+
+def test_validation_metrics_are_the_training_clients_held_out_samples():
+    """val_loss = mean over the training clients' held-out samples of 0.5 (a.x - b)^2, by hand; the held-out
+    clients' samples are not in it (they give R_u)."""
+    run = tiny_run("fedavg", rounds=1)
+    rec = run.step()
+    out = run.evaluator.evaluate(run.engine.x, rec.rows)
+    x = run.engine.x[0, 0].numpy()
+    by_hand = np.mean([0.5 * (A[i][0] @ x - B[i][0]) ** 2 for i in range(2)])
+    assert out["val_loss"][0, 0] == pytest.approx(by_hand, rel=1e-12)
+    assert np.isnan(out["val_acc"][0, 0])  # regression: no accuracy
+
+
+def test_parse_tune_grids_and_defaults():
+    assert parse_tune("lr=0.3,0.01,0.1", "small") == Tune("lr", (0.01, 0.1, 0.3))
+    assert parse_tune("lr", "small").grid == (0.0125, 0.025, 0.05, 0.1, 0.2)
+    assert 0.05 in parse_tune("lr", "small").grid  # the suite's shared rate: the equal-rate view is a grid point
+    assert parse_tune("hp.beta=0.5,0.9", "ci") == Tune("hp.beta", (0.5, 0.9))
+    assert parse_tune(None, "small") is None
+
+
+def test_grid_spec_and_tuned_spec():
+    """The grid pass is the suite with lr a product axis on the first seed; the tuned spec zips each row's
+    chosen value (what the top-up extends)."""
+    spec = suite_spec_dict(SUITES["ci"], ["fedavg", "fedavgm"])
+    tune = Tune("lr", (0.02, 0.05))
+    grid = grid_spec(spec, tune, (0,))
+    assert "lr" not in grid["base"] and grid["product"] == {"seed": [0], "lr": [0.02, 0.05]}
+    assert grid["zip"] == spec["zip"]
+    chosen = {(t, a): (0.02 if a == "fedavgm" else 0.05) for t in ("digits", "synthetic", "quadratic")
+              for a in ("fedavg", "fedavgm")}
+    tuned = tuned_spec(spec, tune, chosen, (0,))
+    assert [(a, v) for a, v in zip(tuned["zip"]["algo"], tuned["zip"]["lr"])] == \
+        [(a, 0.02 if a == "fedavgm" else 0.05) for a in spec["zip"]["algo"]]
+
+
+def _job(task, algo, lr, acc, perturb="client", diverged=None):
+    job = JobResult("j", {"task": task, "algo": algo, "lr": lr, "perturb": perturb}, {}, Path("."), "done",
+                    diverged_round=diverged, curves=np.zeros((1, 2)))
+    job.validation = {"acc": acc, "loss": 1.0}
+    return job
+
+
+def test_choice_is_the_best_mean_validation_score_ties_to_the_smaller_and_diverged_never_wins():
+    tune = Tune("lr", (0.01, 0.1, 1.0))
+    jobs = [_job("t", "a", 0.01, 0.5), _job("t", "a", 0.01, 0.7, "sample"),    # mean 0.6
+            _job("t", "a", 0.1, 0.9), _job("t", "a", 0.1, 0.2, "sample"),      # mean 0.55
+            _job("t", "a", 1.0, 0.99), _job("t", "a", 1.0, 0.99, "sample", diverged=3),  # a diverged job: -inf
+            _job("t", "b", 0.01, 0.8), _job("t", "b", 0.1, 0.8), _job("t", "b", 1.0, 0.7)]  # tie: smaller
+    assert choose(jobs, tune) == {("t", "a"): 0.01, ("t", "b"): 0.01}
+    jobs[0].validation = {"acc": math.nan, "loss": 0.5}  # regression: minus the loss
+    jobs[1].validation = {"acc": math.nan, "loss": 0.5}
+    assert choose(jobs, tune)[("t", "a")] == 0.1  # -0.5 < 0.55
+
+
+def test_d_t_at_matched_accuracy_by_hand():
+    """Level = the lowest best accuracy of the learning algorithms (b's 0.8); a crosses 0.8 between its
+    lr 0.1 (0.7, D 2) and 0.3 (0.9, D 4): D = 3, hw 0.15; b reaches 0.8 at its smallest lr: '<='."""
+    rows = [("a", 0.1, 0.7, 2.0, 0.1), ("a", 0.3, 0.9, 4.0, 0.2), ("a", 1.0, 0.1, 9.0, 1.0),
+            ("b", 0.1, 0.8, 1.0, 0.05), ("b", 0.3, 0.75, 1.5, 0.05), ("c", 0.1, 0.1, 0.5, 0.01)]
+    grid = pd.DataFrame([{"task": "t", "perturb": "client", "algo": a, "param.lr": lr, "test_acc": acc, "D_T": d,
+                          "D_T.hw": hw, "status": "ok" if acc > 0.5 else "no learning"} for a, lr, acc, d, hw in rows])
+    m = matched_table(grid, "lr").set_index("algo")
+    assert (m["level"] == 0.8).all()
+    assert m.loc["a", "D_T@level"] == pytest.approx(3.0) and m.loc["a", "D_T@level.hw"] == pytest.approx(0.15)
+    assert m.loc["a", "matched"] == "3 ± 0.15" and m.loc["b", "matched"] == "≤ 1 ± 0.05"
+    assert m.loc["c", "matched"] == "not reached"
+    assert at_level(grid[grid["algo"] == "a"], "lr", 0.95) == {}
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A tuned CI atlas (FedAvg and FedAvgM = FOSM, 3 rates, 3 pairs, top-up at the chosen rates)."""
+    from stabkit_cli.main import main
+
+    out = tmp_path_factory.mktemp("tuned") / "atlas"
+    main([*ARGS, "--out", str(out)])
+    return out
+
+
+def test_the_choice_is_the_best_validation_accuracy_of_the_grid_pass(tuned):
+    """Recomputed from the grid jobs' metrics.csv (trajectory A's val_acc at T, pooled over perturbations):
+    the tuned view's value is its argmax; the test accuracy took no part."""
+    grid = pd.read_csv(tuned / "grid.csv")
+    cells = pd.read_csv(tuned / "cells.csv")
+    assert set(grid["param.lr"]) == {0.02, 0.05, 0.15} and len(grid) == 2 * 6 * 3
+    for (task, algo), g in cells.groupby(["task", "algo"]):
+        scores = {}
+        for job in (tuned / "sweep" / "jobs").iterdir():
+            df = load_run(job)
+            cfg = df.attrs["config"]
+            if cfg["task"] == task and cfg["algo"] == algo:
+                end = df[df["round"] == df["round"].max()]
+                score = end["val_acc_a"].mean() if end["val_acc_a"].notna().all() else -end["val_loss_a"].mean()
+                scores.setdefault(cfg["lr"], []).append(score)
+        best = max(sorted(scores), key=lambda v: np.mean(scores[v]))
+        assert set(g["param.lr"]) == {best}, (task, algo, scores)
+
+
+def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
+    html = (tuned / "index.html").read_text()
+    assert html.count('<table class="sortable"') == 12  # tuned + equal-rate views, 6 tables each
+    assert html.index("Tuned view") < html.index("Equal-rate view")
+    assert "FedAvgM (= FOSM, ν = 1)" in html and "FOSM (server momentum)" not in html
+    assert (tuned / "figures" / "stability_accuracy.png").stat().st_size > 10_000
+    assert "Stability against accuracy across the grid" in html
+    cells, grid = pd.read_csv(tuned / "cells.csv"), pd.read_csv(tuned / "grid.csv")
+    assert len(cells) == 12 and set(cells["algo"]) == {"fedavg", "fedavgm"}
+    edge = cells["param.lr"].map({0.02: " (grid min)", 0.05: "", 0.15: " (grid max)"})
+    assert cells["matched"].notna().all() and (cells["tuned"] == cells["param.lr"].map("{:g}".format) + edge).all()
+    # the equal-rate view: the grid's cells at the shared 0.05, its D_T as measured there
+    equal = grid[grid["param.lr"] == 0.05]
+    for _, c in equal.iterrows():
+        assert f'id="table-equal-{c["task"]}-{c["perturb"]}"' in html
+    wide = (tuned / "summary_equal.md").read_text()
+    avg = equal[(equal["algo"] == "fedavg") & (equal["task"] == "digits") & (equal["perturb"] == "client")].iloc[0]
+    assert f"| FedAvg | {avg['D_T']:.3g} ± {avg['D_T.hw']:.2g} (" in wide
+    mine = cells[(cells["algo"] == "fedavg") & (cells["task"] == "digits") & (cells["perturb"] == "client")].iloc[0]
+    assert f"| FedAvg | {mine['D_T']:.3g} ± {mine['D_T.hw']:.2g} @{mine['tuned']} (" in (tuned / "summary.md").read_text()
+
+
+def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):
+    """The same command again runs nothing; with its top-up removed (stopped before it), it re-derives the
+    same choice and the same top-up jobs and ends with the same cells."""
+    before = pd.read_csv(tuned / "cells.csv")
+    code, out, err = cli([a for a in ARGS if a != "--quiet"] + ["--out", str(tuned)], capsys)
+    assert code == 0, err
+    assert "36 already finished, 0 to run" in out
+    topped = sorted(p.name for p in (tuned / "topup" / "jobs").iterdir())
+    assert topped  # the chosen cells were topped up
+    shutil.rmtree(tuned / "topup")
+    code, out, err = cli([*ARGS, "--out", str(tuned)], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in (tuned / "topup" / "jobs").iterdir()) == topped
+    after = pd.read_csv(tuned / "cells.csv")
+    assert after[["task", "perturb", "algo", "param.lr", "units"]].equals(before[["task", "perturb", "algo",
+                                                                                  "param.lr", "units"]])
+    assert np.array_equal(after["D_T"], before["D_T"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tune", "lr=0.1,0"], "invalid tune='lr=0': grid values must be finite numbers > 0"),
+    (["--tune", "lr=0.1,-1"], "invalid tune='lr=-1'"),
+    (["--tune", "lr=0.1,nan"], "invalid tune='lr=nan'"),
+    (["--tune", "lr=inf"], "invalid tune='lr=inf'"),
+    (["--tune", "lr=0.1,x"], "invalid tune='lr=x'"),
+    (["--tune", "momentum=0.1"], "invalid tune='momentum': one of lr, global_lr or hp.NAME"),
+    (["--tune", "hp.beta=0.5,0.9", "--algos", "fedavgm,fedavg"],
+     "invalid tune='hp.beta': algorithm fedavg has no hyperparameter 'beta'"),
+    (["--suite", "paper", "--tune", "lr=0.01,0.1"], "invalid data_dir=None"),
+    (["--suite", "paper", "--tune", "lr"], "suite 'paper' has no default grid for lr"),
+])
+def test_bad_tune_is_one_line_exit_2_nothing_started(tmp_path, capsys, args, message):
+    out = tmp_path / "atlas"
+    base = [] if "--suite" in args else ["--suite", "ci"]
+    code, stdout, err = cli(["atlas", *base, *args, "--out", str(out), "--no-projection"], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and stdout == ""
+
+
+def test_tuned_page_fits_1280_pixels_and_its_tables_still_sort(tuned):
+    """At 1280 px the page does not overflow (the widest tables scroll in their own boxes, the algorithm
+    column sticky); clicking D_T in a tuned table orders its rows by D_T, again reverses them."""
+    from browser import chromium, fits
+    from selenium.webdriver.common.by import By
+
+    cells = pd.read_csv(tuned / "cells.csv")
+    with chromium(1280) as driver:
+        driver.get((tuned / "index.html").as_uri())
+        scroll_width, inner_width = fits(driver)
+        assert scroll_width <= inner_width
+        table = driver.find_element(By.ID, "table-digits-client")
+        box = driver.execute_script("var b = arguments[0].parentElement; return [b.scrollWidth, b.clientWidth, "
+                                    "getComputedStyle(b).overflowX];", table)
+        assert box[2] == "auto" and box[1] <= inner_width
+        header = table.find_elements(By.CSS_SELECTOR, "thead th")
+        labels = [h.text for h in header]
+        assert labels[:4] == ["rank", "algorithm", "tuned value", "D_T at matched acc"]
+        title = {"fedavg": "FedAvg", "fedavgm": "FedAvgM (= FOSM, ν = 1)"}
+        by_disc = [title[a] for a in cells[(cells["task"] == "digits") & (cells["perturb"] == "client")]
+                   .sort_values("D_T")["algo"]]
+
+        def order():
+            return [td.text for td in table.find_elements(By.CSS_SELECTOR, "tbody td.name")]
+
+        d_t = next(h for h in header if h.text.startswith("D_T ±"))
+        driver.execute_script("arguments[0].scrollIntoView();", d_t)
+        d_t.click()
+        assert order() == by_disc
+        d_t.click()
+        assert order() == by_disc[::-1]
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
