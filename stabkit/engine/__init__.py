@@ -13,6 +13,6 @@ algorithm's hooks), ``determinism`` (the deterministic-kernel span of every logg
 estimate before allocating), ``kernels`` (which CPU kernels a run's numbers come from) and the machine
 policies ``threads`` and ``alloc``.
 
-The engine neither reads nor writes a run's files. It touches the file system in one way only: ``memory``,
-``threads`` and ``kernels`` read ``/proc`` (available memory, idle CPUs, the processor's model).
+The engine neither reads nor writes a run's files. It touches the file system in one way only:
+``memory``, ``threads`` and ``kernels`` read ``/proc`` (available memory, idle CPUs, the processor's model).
 """

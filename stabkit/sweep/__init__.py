@@ -1,6 +1,6 @@
 """Sweeps: grids of paired runs (spec, one job each: job), their state (manifest), one sweep per directory
 at a time (lock), where they run (executors), the driver (runner) and the combined tables and figures
-(report). The names are imported on first use (PEP 562), so the CLI's start-up does not import torch through
+(report), and each finished job's TensorBoard events (tensorboard). The names are imported on first use (PEP 562), so the CLI's start-up does not import torch through
 them.
 """
 from stabkit.lazy import lazy_getattr

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers import cli
 
 from stabkit.atlas.cells import JobResult
 from stabkit.atlas.matched import at_level, matched_table
@@ -15,6 +14,7 @@ from stabkit.atlas.suites import SUITES, suite_spec_dict
 from stabkit.atlas.tuning import Tune, choose, grid_spec, parse_tune, tuned_spec
 from stabkit.store.runstore import load_run
 from stabkit.testing.problems import A, B, tiny_run
+from tests.helpers import cli
 
 ARGS = ["atlas", "--suite", "ci", "--algos", "fedavg,fedavgm,fosm", "--seeds", "1", "--pairs", "3", "--tune",
         "lr", "--ci-target", "0.1", "--max-units", "9", "--no-projection", "--quiet", "--workers", "1"]

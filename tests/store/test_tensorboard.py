@@ -4,9 +4,9 @@ line and nothing written."""
 import sys
 
 import pytest
-from tests.helpers import cli
 
 from stabkit.store.runstore import load_run
+from tests.helpers import cli
 
 RUN = ["--task", "synthetic", "--rounds", "4", "--pairs", "3", "--clients", "8", "--heldout-clients", "2",
        "--local-steps", "2", "--no-constants"]
