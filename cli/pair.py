@@ -141,6 +141,7 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
     from stabkit.algorithms import resolve_hp
     from stabkit.store.outdir import check_writable
     from stabkit.store.runstore import check_new_run_dir, require_out
+    from stabkit.store.saved_models import check_models_dir
 
     if estimate:
         if resume_dir is not None:
@@ -159,8 +160,9 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         out_dir = Path(out) if out is not None else None
         if out_dir is not None:
+            check_writable(out_dir)  # first: a name too long is refused before anything looks inside it
             check_new_run_dir(out_dir, overwrite)
-            check_writable(out_dir)
+            check_models_dir(out_dir, cfg.save_models)
     resolve_hp(cfg.algo, cfg.hp)
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary

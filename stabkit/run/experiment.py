@@ -52,8 +52,10 @@ from stabkit.run.evalbudget import plan_evaluation
 from stabkit.run.init import initial_parameters
 from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.writer import RunWriter
+from stabkit.store.checkpoint import checkpoint_path
+from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.runstore import load_run, prepare_run_dir
-from stabkit.store.saved_models import TRAJ
+from stabkit.store.saved_models import TRAJ, check_models_dir
 from stabkit.tasks import build_task, generated_bytes
 from stabkit.tasks.base import Task, check_task
 
@@ -265,16 +267,18 @@ class PairedRun:
         """Run all rounds, writing ``out`` (refused if it holds a run, unless ``overwrite``); return the
         summary. ``progress(t, stats)`` is called after every round (stats: ``eval_share``); ``label``: the
         run's legend label in figures (recorded in config.json beside the configuration)."""
-        out = prepare_run_dir(out, overwrite)
-        self._open(out, label)
-        start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
-        snapshots = {0: self.engine.x[0, 0].clone()}
-        with deterministic():  # every logged number, round 0's included
-            self._log_initial()
-            self._sharpness(0, None, out)
-            self._save_models(0)
-            self.times["wall_s"] += time.perf_counter() - start
-            return self._run_rounds(out, 1, snapshots, progress)
+        check_models_dir(out, self.cfg.save_models)
+        with undone_on_fs_error(out, keep=checkpoint_path(out).is_file):  # a full disk: a resumable run is kept
+            out = prepare_run_dir(out, overwrite)
+            self._open(out, label)
+            start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
+            snapshots = {0: self.engine.x[0, 0].clone()}
+            with deterministic():  # every logged number, round 0's included
+                self._log_initial()
+                self._sharpness(0, None, out)
+                self._save_models(0)
+                self.times["wall_s"] += time.perf_counter() - start
+                return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.

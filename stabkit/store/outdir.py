@@ -10,10 +10,13 @@ directories it created if the command then fails before writing anything into th
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 
 from stabkit.errors import ConfigError
+
+NAME_MAX = 255  # bytes in one file name on every common file system (ext4, xfs, btrfs, tmpfs, APFS, NTFS)
 
 
 def check_writable(path, field: str = "out") -> None:
@@ -24,6 +27,10 @@ def check_writable(path, field: str = "out") -> None:
     def refuse(why: str):
         raise ConfigError(f"invalid {field}={str(path)!r}: {why}; give a directory you can write to")
 
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > NAME_MAX]
+    if too_long:
+        refuse(f"the name {too_long[0][:40] + '…'!r} has {len(os.fsencode(too_long[0]))} bytes, more than the "
+               f"{NAME_MAX} a file name may have")
     if path.is_symlink() and not path.exists():
         refuse("it is a broken symbolic link")
     if path.exists() and not path.is_dir():

@@ -57,6 +57,15 @@ def _is_count(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def check_models_dir(run_dir, spec: str) -> None:
+    """ConfigError if a run that saves models (``spec`` not ``none``) finds ``RUN/models`` taken by something
+    that is not a directory: checked before any round, not found when the first models are saved."""
+    root = Path(run_dir) / "models"
+    if str(spec).strip() != "none" and (root.exists() or root.is_symlink()) and not root.is_dir():
+        raise ConfigError(f"invalid save_models={spec!r}: {str(root)!r} is a file, not a directory, so no model "
+                          "can be saved there; move it away, or give --save-models none")
+
+
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
     """Where the model of ``pair``'s trajectory ``traj`` after round ``t`` is saved."""
     return Path(run_dir) / "models" / f"round_{t}" / f"pair{pair}_{traj}.pt"
