@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -38,9 +39,11 @@ from stabkit_cli.sweep import Progress
 def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data_dir, executor, workers, address,
           dry_run, no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
-    from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
+    from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: torch
+    from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
+    from stabkit.sweep.runner import has_finished_jobs
 
     require_out(out)
     if workers is None:
@@ -51,7 +54,9 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
     req = AtlasRequest(suite, algos, workers, data_dir, seeds, pairs,
                        command or f"stabkit atlas --suite {suite} --out {out}", dry_run, not no_projection,
                        ci_target, max_units, not no_top_up)
-    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo, progress=Progress(quiet))
+    with undone_on_fs_error(out, keep=lambda: has_finished_jobs(Path(out) / SWEEP)):  # a full or read-only disk
+        res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo,
+                        progress=Progress(quiet))
     if dry_run:
         return
     c = res["counts"]

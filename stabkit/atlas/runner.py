@@ -20,6 +20,7 @@ from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
+from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
@@ -106,6 +107,7 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     target = req.target(suite)
     names = resolve_algos(req.algos)
     out = Path(out)
+    check_writable(out)  # a read-only, unwritable or too long --out, refused before anything is computed
     check_out(out, suite)
     if suite.needs_data:
         require(data_dir is not None, "data_dir", data_dir, f"the folder with the data files of suite {suite.name!r} "

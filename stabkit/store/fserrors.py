@@ -26,22 +26,28 @@ CAUSES = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota
 
 
 class FileSystemRefused(ConfigError):
-    """The file system refused a write: one line naming the path and the cause."""
+    """The file system refused a write: one line naming the path and the cause (``errno``, ``filename``)."""
+
+    def __init__(self, message: str, errno_: int, filename):
+        super().__init__(message)
+        self.errno, self.filename = errno_, filename
 
 
 def is_fs_refusal(e: BaseException) -> bool:
     """Whether ``e`` is a file system refusing a write (full, read-only, no permission, name too long)."""
-    return isinstance(e, DiskFull) or isinstance(e, OSError) and e.errno in CAUSES
+    return isinstance(e, (DiskFull, FileSystemRefused)) or isinstance(e, OSError) and e.errno in CAUSES
 
 
-def refusal(e: OSError, path=None, done: str = "") -> FileSystemRefused:
-    """The one-line refusal for the ``OSError`` ``e`` (or the ``DiskFull`` raised for it; its own file name,
-    else ``path``); ``done``: what was done about it (e.g. what was removed)."""
+def refusal(e: BaseException, path=None, done: str = "") -> FileSystemRefused:
+    """The one-line refusal for ``e`` (an ``OSError``, the ``DiskFull`` raised for one, or a refusal of an
+    inner writer) naming its file (else ``path``); ``done``: what was done about it (e.g. what was removed)."""
     where = getattr(e, "filename", None) or path
-    if isinstance(e, DiskFull):
-        e = e.__context__  # DiskFull is raised while handling the OSError
-    return FileSystemRefused(f"cannot write {str(where)!r}: {CAUSES.get(e.errno, e.strerror)}"
-                             f"{'; ' + done if done else ''}; free space, choose a writable folder or a shorter name")
+    # DiskFull is raised while handling the OSError
+    code = getattr(e.__context__, "errno", errno.ENOSPC) if isinstance(e, DiskFull) else e.errno
+    target = f" {str(where)!r}" if where is not None else ""
+    return FileSystemRefused(f"cannot write{target}: {CAUSES.get(code, os.strerror(code))}"
+                             f"{'; ' + done if done else ''}; free space, choose a writable folder or a shorter name",
+                             code, where)
 
 
 @contextlib.contextmanager
@@ -51,8 +57,11 @@ def undone_on_fs_error(path, keep: Callable[[], bool] = lambda: False):
     were not in it) unless ``keep()`` says it is worth keeping (a run with a checkpoint to resume from), and a
     one-line :class:`FileSystemRefused` (or the ``DiskFull`` raised) takes its place."""
     path = Path(path)
-    existed = path.is_dir()
-    before = set(os.listdir(path)) if existed else set()
+    try:
+        existed = path.is_dir()
+        before = set(os.listdir(path)) if existed else set()
+    except OSError:  # a name too long, an unreadable parent: what is there is unknown, so nothing is removed
+        existed, before = None, set()
     try:
         yield path
     except BaseException as e:
@@ -64,7 +73,9 @@ def undone_on_fs_error(path, keep: Callable[[], bool] = lambda: False):
         raise refusal(e, path, f"removed what this command had written to {str(path)!r}") from None
 
 
-def _remove_created(path: Path, existed: bool, before: set) -> None:
+def _remove_created(path: Path, existed, before: set) -> None:
+    if existed is None:
+        return
     if not existed:
         shutil.rmtree(path, ignore_errors=True)
         return

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from stabkit.errors import ConfigError
+from stabkit.store.fserrors import undone_on_fs_error
 
 NAME_MAX = 255  # bytes in one file name on every common file system (ext4, xfs, btrfs, tmpfs, APFS, NTFS)
 
@@ -63,13 +64,15 @@ def prepare_dir(path, field: str = "out") -> Path:
 @contextlib.contextmanager
 def output_dir(path, field: str = "out"):
     """``with output_dir(OUT) as out:`` compute and write into ``out``; ``OUT`` and its missing parents are
-    created (after :func:`check_writable`) and, if the body raises, removed again where they are still empty."""
+    created (after :func:`check_writable`) and, if the body raises, removed again where they are still empty;
+    if the file system refuses a write, what the body wrote is removed first (``stabkit.store.fserrors``)."""
     path = Path(path)
     check_writable(path, field)
     created = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     prepare_dir(path, field)
     try:
-        yield path
+        with undone_on_fs_error(path):  # a full disk or read-only file: what the body wrote goes too
+            yield path
     except BaseException:
         for p in created:
             try:

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json, atomic_write_text
+from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
@@ -37,9 +38,17 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     jobs = spec.jobs()  # validates every job before anything is written
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
-    root = prepare_dir(out)
-    with sweep_lock(root):
-        return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+    with undone_on_fs_error(out, keep=lambda: has_finished_jobs(out)):  # nothing finished: nothing worth keeping
+        root = prepare_dir(out)
+        with sweep_lock(root):
+            return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+
+
+def has_finished_jobs(root) -> bool:
+    """Whether the sweep directory ``root`` holds a finished job's run directory (``jobs/<id>/``; a job being
+    written is a hidden ``jobs/.<id>.tmp``)."""
+    jobs = Path(root) / "jobs"
+    return jobs.is_dir() and any(p.is_dir() and not p.name.startswith(".") for p in jobs.iterdir())
 
 
 def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifest:
