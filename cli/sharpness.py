@@ -33,9 +33,9 @@ def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fracti
     from stabkit.run.experiment import rebuilt_engine
 
     try:
-        radii_t = tuple(float(r) for r in radii.split(",") if r.strip())
+        radii_t = tuple(float(r) for r in radii.split(","))  # an empty item ("0.01,,0.05") is refused too
     except ValueError:
-        raise ConfigError(f"invalid radius={radii!r}: comma-separated numbers > 0") from None
+        raise ConfigError(f"invalid radius={radii!r}: comma-separated numbers > 0, no empty item") from None
     from stabkit.flatness.measure import SharpnessSettings
     from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.store.outdir import check_writable

@@ -380,6 +380,7 @@ DAMAGE = {
     "corrupt_config": lambda run: (run / "config.json").write_text('{"algo": "fedavg", '),
     "list_config": lambda run: (run / "config.json").write_text("[1, 2]"),
     "header_only": lambda run: (run / "metrics.csv").write_text((run / "metrics.csv").read_text().split("\n")[0] + "\n"),
+    "empty_round": lambda run: [p.unlink() for p in (run / "models" / "round_2").iterdir()],
 }
 DAMAGE_MESSAGE = {
     "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
@@ -387,6 +388,7 @@ DAMAGE_MESSAGE = {
     "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
     "corrupt_config": "its config.json cannot be read (JSONDecodeError", "list_config": "config.json holds a mapping",
     "header_only": "metrics.csv holds no round, only its header",
+    "empty_round": "models/round_2' holds no saved model (pair0_a.pt missing",
 }
 
 
@@ -407,6 +409,17 @@ FLATNESS = [
     (["landscape", "run", "--pair", "-1"], "invalid pair=-1"),
     (["landscape", "run", "--pair", "2"], "invalid pair=2: a pair index below 2"),
     (["landscape", "run", "--points", "1000000"], "1000000 x 1000000 landscape grid needs at least"),
+    # knobs checked against what can be computed, before computing
+    (["sharpness", "run", "--probes", "100000000"], "invalid probes=100000000: at most 10,000"),
+    (["sharpness", "run", "--directions", "100000000"], "invalid directions=100000000: at most 10,000"),
+    (["sharpness", "run", "--sam-steps", "100000000"], "invalid sam_steps=100000000: at most 1,000"),
+    (["sharpness", "run", "--fraction", "1e-9"], "invalid fraction=1e-09: at least 0.0"),
+    (["sharpness", "run", "--radius", "0.01,,0.05"], "invalid radius='0.01,,0.05': comma-separated numbers > 0, "
+                                                     "no empty item"),
+    (["sharpness", "run", "--radius", "0.01,"], "no empty item"),
+    (["landscape", "run", "--span", "1e300"], "invalid span=1e+300: a positive number at most 100"),
+    (["landscape", "run", "--span", "nan"], "invalid span=nan"),
+    (["landscape", "run", "--fraction", "1e-9"], "invalid fraction=1e-09: at least 0.0"),
     *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE if damage != "header_only"
       for command in ("sharpness", "landscape")],
     # analysis: options that only shape figures need --plot; a refused analysis leaves no figure folder
@@ -426,7 +439,8 @@ def test_saved_run(saved_run, tmp_path, capsys, monkeypatch, args, needle):
     for name in damage:
         DAMAGE[name[1:]](tmp_path / "run")
     args = [a for a in args if a not in damage]
-    extra = {"sharpness": ["--probes", "1", "--directions", "1"], "landscape": ["--no-plane"]}.get(args[0], [])
+    cheap = {"sharpness": [("--probes", "1"), ("--directions", "1")], "landscape": [("--no-plane",)]}.get(args[0], [])
+    extra = [a for option in cheap if option[0] not in args for a in option]  # a case's own value is not overridden
     check_refused([*args, *extra], needle, tmp_path, capsys, monkeypatch)
 
 

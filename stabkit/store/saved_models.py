@@ -103,6 +103,9 @@ def load_models(run_dir, t: int) -> list:
     pairs = []
     while model_path(run_dir, t, len(pairs), "a").is_file():
         pairs.append([_load_state(model_path(run_dir, t, len(pairs), traj)) for traj in TRAJ])
+    if not pairs:
+        raise ConfigError(f"invalid round={t}: {str(model_path(run_dir, t, 0, 'a').parent)!r} holds no saved model "
+                          "(pair0_a.pt missing: a save cut off, or files moved); rerun the run with --save-models")
     return pairs
 
 
