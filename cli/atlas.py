@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from stabkit.errors import ConfigError
 from stabkit_cli.sweep import Progress
 
 
@@ -21,8 +22,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
-              help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the pairs its "
-                   "spread asks for (e.g. 0.1 for +-10%%; up to three more resumable sweeps, OUT/topup, "
+              help="then give every ranked cell whose 95% half-width of D_T exceeds H x its mean the pairs its "
+                   "spread asks for (e.g. 0.1 for +-10%; up to three more resumable sweeps, OUT/topup, "
                    "OUT/topup2, ...); default: the suite's")
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
@@ -46,6 +47,9 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
     from stabkit.sweep.runner import has_finished_jobs
 
     require_out(out)
+    if ci_target is not None and no_top_up:
+        raise ConfigError(f"invalid ci_target={ci_target!r}: --ci-target asks for a top-up that --no-top-up turns "
+                          "off; give one of them")
     if workers is None:
         from stabkit.engine.threads import usable_cpus
 

@@ -188,6 +188,8 @@ def pair(ctx, hp_items, config_path, preset, out, overwrite, resume_dir, estimat
         else:
             summary = run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
     click.echo(format_summary(summary))
+    if summary["status"] == "failed":  # a plug-in's hook failed mid-run: one line, the rounds before are kept
+        raise ConfigError(f"{summary['failed_reason']}; rounds 0-{summary['rounds_done']} are kept in {out_dir}")
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)

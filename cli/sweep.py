@@ -39,9 +39,15 @@ def _value(text: str):
         return text
 
 
+# Keys whose documented value ``none`` is a word, not "no value": ``--set save_models=none`` means what
+# ``save_models: none`` means in a YAML spec
+NONE_IS_A_WORD = ("save_models",)
+
+
 def _shorthand(sets, axes) -> dict:
-    base = {k: _value(v) for k, v in _pairs(sets, "set").items()}
-    product = {k: [_value(x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
+    read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
+    base = {k: read(k, v) for k, v in _pairs(sets, "set").items()}
+    product = {k: [read(k, x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
     return {"base": base, "product": product}
 
 
@@ -109,6 +115,12 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_f
                          retry_failed=retry_failed, progress=Progress(quiet))
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
+    errors = {job: rec["error"] for job, rec in manifest.jobs.items()
+              if rec["state"] == "failed" and not str(rec.get("error")).startswith("diverged:")}
+    if errors:  # a job that failed, not one that diverged: say which and why, even with --quiet
+        raise ConfigError(f"{len(errors)} of {len(manifest.jobs)} jobs failed: " + "; ".join(
+            f"{job}: {why}" for job, why in errors.items()) + f" (fix it, then rerun with --retry-failed; the "
+            f"finished jobs are kept in {out})")
     if c["failed"]:
         ctx.exit(1)
 

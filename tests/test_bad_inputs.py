@@ -254,7 +254,15 @@ PAIR = [
                              f"[1, 2, {DIGITS_D}]"),
         ("UploadsNotADict", "its client_final returned uploads as a Tensor, expected a non-empty dict"),
         ("HookRaises", "its server_update raised KeyError: 'momentum'"),
+        ("PromotesToFloat64", "its server_update returned server state 'm' of dtype torch.float64, expected "
+                              "torch.float32: every tensor a hook returns keeps the run's dtype"),
     ]],
+    # --estimate: a --data-dir that is not a directory is named before anything is timed
+    (["--task", "cifar10", "--data-dir", "@afile", "--estimate"], "data_dir="),
+    (["--task", "cifar10", "--data-dir", "no/such/folder", "--estimate"], "invalid data_dir='no/such/folder': "
+                                                                          "no such directory"),
+    (["--out", "n" * 300], "has 300 bytes, more than the 255 a file name may have"),
+    (["--out", "@afile/below"], "is a file, so no directory can be created under it"),
     (["--model", f"{PLUG}:three_outputs"], "returns outputs of shape [2, 3] for a batch of 2, the classification "
                                            "task 'digits' needs [2, 10]"),
     (["--model", f"{PLUG}:wrong_width"], "its forward pass on the task's inputs (shape [batch, 1, 8, 8]) raised"),
@@ -291,6 +299,12 @@ SWEEP = [
     (["--set", f"pairs={10 ** 6}"], "available"),
     (["--set", "algo=fedsagd", "--set", "hp.beta=.nan"], "beta=nan"),
     (["--set", "seed=-1"], "seed=-1"),
+    (["--set", "rounds=10^22"], "invalid rounds='10^22'"),
+    (["--set", f"rounds={10 ** 22}"], f"invalid rounds={10 ** 22}: at most 9223372036854775807"),
+    (["--set", "save_models=every:0"], "invalid save_models='every:0'"),
+    (["--address", "127.0.0.1:6379"], "invalid address='127.0.0.1:6379': only with --executor ray"),
+    (["--out", "x" * 300], "has 300 bytes"),
+    (["--axis", f"algo=fedavg,{PLUG}:PromotesToFloat64"], "dtype torch.float64, expected torch.float32"),
 ]
 
 
@@ -305,6 +319,11 @@ def test_sweep(tmp_path, capsys, monkeypatch, args, needle):
 
 OTHER = [
     (["presets", "extra"], "extra"),
+    (["presets", "fedsagd-cifar10", "--estimate", "--data-dir", "@afile"], "invalid data_dir="),
+    (["atlas", "--suite", "ci", "--ci-target", "0.1", "--no-top-up"], "invalid ci_target=0.1: --ci-target asks for "
+                                                                      "a top-up that --no-top-up turns off"),
+    (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
+    (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
@@ -320,6 +339,30 @@ def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
     """No cluster at HOST:PORT: refused at once (ray.init would retry for minutes), naming the address."""
     check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", "@port"],
                   "invalid address='127.0.0.1:", tmp_path, capsys, monkeypatch, max_s=10)
+
+
+@pytest.mark.parametrize("command", [["sweep", "--out", "sw", "--axis", "seed=0,1"],
+                                     ["atlas", "--suite", "ci", "--algos", "fedavg", "--out", "at"]])
+def test_ray_address_where_something_else_listens_is_refused_within_seconds(tmp_path, capsys, monkeypatch, command):
+    """An HTTP server on 127.0.0.1 (e.g. a dashboard port given for the cluster's): it accepts connections but
+    is no Ray cluster (ray.init would wait on it for minutes); refused, and no sweep folder nor sweep.lock."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # the server's own log would be a second line on stderr
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        check_refused([*command, "--executor", "ray", "--address", address],
+                      f"invalid address='{address}': something other than a Ray cluster listens", tmp_path, capsys,
+                      monkeypatch, max_s=10)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
@@ -452,3 +495,18 @@ def test_report_refused_leaves_no_report_folder(tmp_path, capsys, monkeypatch):
     check_refused(["report", "sw", "--no-plot"], "no job has metrics yet", tmp_path, capsys, monkeypatch)
     check_refused(["report", "sw", "--no-plot", "--out", "a/b"], "no job has metrics yet", tmp_path, capsys,
                   monkeypatch)
+
+
+def test_atlas_help_prints_percent_signs_once(capsys):
+    code, out, _ = cli(["atlas", "--help"], capsys)
+    assert code == 0 and "95% half-width" in out.replace("\n", " ") and "%%" not in out
+
+
+def test_sweep_set_save_models_none_means_what_it_means_in_a_spec(tmp_path, capsys):
+    """``--set save_models=none`` is the documented word, as ``save_models: none`` in a YAML spec, not null."""
+    code, _, err = cli(["sweep", "--set", "task=quadratic", "--set", "rounds=1", "--set", "pairs=1", "--set",
+                        "constants=false", "--set", "save_models=none", "--axis", "lr=0.05,0.1", "--out",
+                        str(tmp_path / "sw"), "--quiet"], capsys)
+    assert code == 0, err
+    for job in (tmp_path / "sw" / "jobs").iterdir():
+        assert json.loads((job / "config.json").read_text())["save_models"] == "none"

@@ -34,7 +34,7 @@ from stabkit.algorithms import ALGORITHMS, build_algorithm, resolve_hp
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.config.runconfig import RunConfig, read_mapping, resume_config
 from stabkit.engine import cpucache
-from stabkit.engine.contract import CheckedAlgorithm
+from stabkit.engine.contract import CheckedAlgorithm, PluginFailed
 from stabkit.engine.data import FederatedData
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
@@ -177,6 +177,7 @@ class PairedRun:
         self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
+        self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
         self._initial_logged = False
 
     def step(self):
@@ -343,6 +344,8 @@ class PairedRun:
                 in_round = False  # from here to the next round's start the state is consistent and saved
                 if progress is not None:
                     progress(t, {"eval_share": self.times["eval_s"] / max(self.times["wall_s"], 1e-9)})
+        except PluginFailed as e:  # a plug-in's hook failed mid-run: the rounds before are kept
+            status, self.failed = "failed", str(e)
         except KeyboardInterrupt:
             status, self.interrupted = "interrupted", f"round {done + 1}"
             if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
@@ -358,7 +361,9 @@ class PairedRun:
         times = {**self.times, "constants_s": 0.0}
         interrupted = self.interrupted
         constants = "off (--no-constants)" if not self.cfg.constants else "skipped: the rounds were interrupted"
-        if self.cfg.constants and interrupted is None:
+        if self.failed:
+            constants = "skipped: the run failed"
+        if self.cfg.constants and interrupted is None and self.failed is None:
             start = time.perf_counter()
             rounds = sorted(snapshots)
             weights = self.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
@@ -374,7 +379,8 @@ class PairedRun:
                 constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
             times["constants_s"] = time.perf_counter() - start
         notes = {"constants": constants, "divergence_threshold": OVERFLOW, "evaluation": self.describe_evaluation(),
-                 **{k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted)) if v}}
+                 **{k: v for k, v in (("diverged_reason", self.diverged), ("interrupted", interrupted),
+                                      ("failed_reason", self.failed)) if v}}
         return self.writer.finish(df, status, diverged_round, done, times, notes, self.nb)
 
     def _sharpness(self, t: int, rec, out: Path) -> None:

@@ -48,5 +48,7 @@ def execute_job(config: dict) -> dict:
     error = None
     if summary["status"] == "diverged":
         error = f"diverged: {summary['diverged_reason']} at round {summary['diverged_round']}"
+    elif summary["status"] == "failed":  # a plug-in's hook failed mid-run: its one-line reason
+        error = summary["failed_reason"]
     summary.pop("out", None)
     return {"files": files, "summary": summary, "error": error, "wall_s": time.perf_counter() - start}

@@ -74,19 +74,26 @@ def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifes
 
 
 def check_job_data(jobs: list) -> None:
-    """Check every job on its task (built once per distinct task and options); a one-line error names the job."""
-    from stabkit.run.experiment import build_checked_task, check_run  # imported on use: torch
+    """Check every job on its task (built once per distinct task and options), a plug-in algorithm's hooks
+    on a round of its first job per task and hyperparameters, exactly as ``stabkit pair`` tries them; a
+    one-line error names the job."""
+    from stabkit.algorithms import ALGORITHMS
+    from stabkit.run.experiment import PairedRun, build_checked_task, check_run  # imported on use: torch
 
     by_task: dict = {}
     for job in jobs:
         cfg = RunConfig.from_dict(job.config)
         by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
     for group in by_task.values():
-        task = None
+        task, tried = None, set()
         for job, cfg in group:
             try:
                 task = task or build_checked_task(cfg)
                 check_run(cfg, task)
+                plugin = (cfg.algo, json.dumps(cfg.hp, sort_keys=True, default=str))
+                if cfg.algo not in ALGORITHMS and plugin not in tried:
+                    tried.add(plugin)
+                    PairedRun(cfg, task)  # builds the run and tries its hooks on round 1; writes nothing
             except ConfigError as e:
                 raise ConfigError(f"{e} (sweep job {job.id})") from None
 
