@@ -270,16 +270,19 @@ class PairedRun:
         run's legend label in figures (recorded in config.json beside the configuration)."""
         check_models_dir(out, self.cfg.save_models)
         with undone_on_fs_error(out, keep=checkpoint_path(out).is_file):  # a full disk: a resumable run is kept
-            out = prepare_run_dir(out, overwrite)
-            self._open(out, label)
-            start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
-            snapshots = {0: self.engine.x[0, 0].clone()}
-            with deterministic():  # every logged number, round 0's included
-                self._log_initial()
-                self._sharpness(0, None, out)
-                self._save_models(0)
-                self.times["wall_s"] += time.perf_counter() - start
-                return self._run_rounds(out, 1, snapshots, progress)
+            return self._run_new(prepare_run_dir(out, overwrite), progress, label)
+
+    def _run_new(self, out: Path, progress, label) -> dict:
+        """Round 0 and every round after it, into the prepared run directory ``out``."""
+        self._open(out, label)
+        start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
+        snapshots = {0: self.engine.x[0, 0].clone()}
+        with deterministic():  # every logged number, round 0's included
+            self._log_initial()
+            self._sharpness(0, None, out)
+            self._save_models(0)
+            self.times["wall_s"] += time.perf_counter() - start
+            return self._run_rounds(out, 1, snapshots, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
