@@ -149,3 +149,13 @@ def test_a_name_too_long_is_refused_before_anything_runs(tmp_path, small_run, ca
     out = tmp_path / ("n" * 300)
     _refused(_writers(small_run, out)[writer], capsys, "has 300 bytes, more than the 255 a file name may have")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_resuming_an_atlas_on_a_read_only_mount_is_refused_and_changes_nothing(read_only, capsys):
+    src, mount = read_only
+    (src / "at").mkdir()
+    (src / "at" / "atlas.json").write_text('{"suite": "ci"}\n')
+    atlas = mount() / "at"
+    _refused(["atlas", "--suite", "ci", "--algos", "fedavg", "--out", str(atlas), "--no-projection", "--quiet"],
+             capsys, f"invalid out='{atlas}': it is not writable (Read-only file system)")
+    assert [p.name for p in atlas.iterdir()] == ["atlas.json"]
