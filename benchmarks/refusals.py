@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,8 +41,7 @@ def cases(names: list, every: int) -> list:
             if name == "pair":
                 args = ["pair", *args]
             elif name == "sweep":
-                args = ["sweep", "--out", "sw", "--axis", "local_steps=1,2", "--set", "rounds=2", "--set", "pairs=1",
-                        *args, "--quiet"]
+                args = tables.sweep_command(args)
             out.append((name, list(args), needle))
     return out
 
@@ -57,7 +57,8 @@ def run_case(table: str, args: list, needle: str, saved_run: Path) -> dict:
         else:
             args = tables._materialise(args, tmp)
         start = time.perf_counter()
-        done = subprocess.run([str(STABKIT), *args], cwd=tmp, capture_output=True, text=True)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the tables' plug-ins are tests.plugin_fixtures
+        done = subprocess.run([str(STABKIT), *args], cwd=tmp, capture_output=True, text=True, env=env)
         took = time.perf_counter() - start
     lines = done.stderr.strip().splitlines()
     clean = done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]

@@ -308,13 +308,18 @@ SWEEP = [
 ]
 
 
-@pytest.mark.parametrize("args,needle", SWEEP, ids=[" ".join(a) for a, _ in SWEEP])
-def test_sweep(tmp_path, capsys, monkeypatch, args, needle):
+def sweep_command(args: list) -> list:
+    """The ``stabkit sweep`` command line of a SWEEP case: a tiny sweep unless the case sets a key itself."""
     base = [] if "--out" in args else ["--out", "sw"]
     base += [] if "--axis" in args else ["--axis", "local_steps=1,2"]
-    for key in ("rounds=2", "pairs=1"):  # a tiny sweep unless the case sets the key itself
+    for key in ("rounds=2", "pairs=1"):
         base += [] if f"--set {key.split('=')[0]}=" in " ".join(args) else ["--set", key]
-    check_refused(["sweep", *base, *args, "--quiet"], needle, tmp_path, capsys, monkeypatch, max_s=30)
+    return ["sweep", *base, *args, "--quiet"]
+
+
+@pytest.mark.parametrize("args,needle", SWEEP, ids=[" ".join(a) for a, _ in SWEEP])
+def test_sweep(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(sweep_command(args), needle, tmp_path, capsys, monkeypatch, max_s=30)
 
 
 OTHER = [
