@@ -40,6 +40,9 @@ from stabkit_cli.sweep import Progress
 def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data_dir, executor, workers, address,
           dry_run, no_projection, quiet):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
+    if ci_target is not None and no_top_up:  # before torch is imported: a refusal takes well under 1 s
+        raise ConfigError(f"invalid ci_target={ci_target!r}: --ci-target asks for a top-up that --no-top-up turns "
+                          "off; give one of them")
     from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: torch
     from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.store.runstore import require_out
@@ -47,9 +50,6 @@ def atlas(suite, algos, out, seeds, pairs, ci_target, no_top_up, max_units, data
     from stabkit.sweep.runner import has_finished_jobs
 
     require_out(out)
-    if ci_target is not None and no_top_up:
-        raise ConfigError(f"invalid ci_target={ci_target!r}: --ci-target asks for a top-up that --no-top-up turns "
-                          "off; give one of them")
     if workers is None:
         from stabkit.engine.threads import usable_cpus
 

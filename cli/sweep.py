@@ -107,10 +107,12 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, force, retry_f
     if not spec and not axes:
         raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
     from stabkit.store.runstore import require_out
-    from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
 
     require_out(out)
-    sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
+    shorthand = None if spec else _shorthand(sets, axes)  # before torch is imported: a refusal well under 1 s
+    from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
+
+    sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=force,
                          retry_failed=retry_failed, progress=Progress(quiet))
     c = manifest.counts()
