@@ -2,7 +2,7 @@
 against, for docs/flower.md's table: stabkit's own method on the same run (FedAvg, FedProx, FedAvgM: 5 rounds),
 Flower's FedOpt forms computed by hand from the round's client models (FedAdam, FedYogi, FedAdagrad: 3 rounds),
 and the aggregation rules computed by hand (robust aggregators, DP wrappers at noise 0: round 1). The
-references are the test suite's (tests/test_flower.py); this script only reports the numbers the tests bound.
+references are the test suite's (tests/flower/test_flower.py); this script only reports the numbers the tests bound.
 Each difference is max |x_flower - x_reference| / max |x_reference| over rounds, pairs and trajectories, in
 float32 and float64. Usage (from the repository root):
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
+from stabkit.errors import ConfigError
 from stabkit_cli.sweep import Progress
 
 
@@ -20,8 +22,8 @@ from stabkit_cli.sweep import Progress
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--ci-target", default=None, type=float, metavar="H",
-              help="then give every ranked cell whose 95%% half-width of D_T exceeds H x its mean the pairs its "
-                   "spread asks for (e.g. 0.1 for +-10%%; up to three more resumable sweeps, OUT/topup, "
+              help="then give every ranked cell whose 95% half-width of D_T exceeds H x its mean the pairs its "
+                   "spread asks for (e.g. 0.1 for +-10%; up to three more resumable sweeps, OUT/topup, "
                    "OUT/topup2, ...); default: the suite's")
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
@@ -46,9 +48,14 @@ from stabkit_cli.sweep import Progress
 @click.option("--quiet", is_flag=True, help="no progress lines")
 def atlas(out, executor, workers, address, quiet, **request):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
-    from stabkit.atlas.runner import AtlasRequest, run_atlas  # imported on use: torch
+    if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s
+        raise ConfigError(f"invalid ci_target={request['ci_target']!r}: --ci-target asks for a top-up that --no-top-up turns "
+                          "off; give one of them")
+    from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: torch
+    from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
+    from stabkit.sweep.runner import has_finished_jobs
     from stabkit.sweep.tensorboard import with_tensorboard
 
     require_out(out)
@@ -60,8 +67,9 @@ def atlas(out, executor, workers, address, quiet, **request):
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(workers=workers, command=command or f"stabkit atlas --suite {suite} --out {out}",
                        project=not request.pop("no_projection"), top_up=not request.pop("no_top_up"), **request)
-    res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo,
-                    progress=with_tensorboard(Progress(quiet), tensorboard))
+    with undone_on_fs_error(out, keep=lambda: has_finished_jobs(Path(out) / SWEEP)):  # a full or read-only disk
+        res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo,
+                        progress=with_tensorboard(Progress(quiet), tensorboard))
     if dry_run:
         return
     c = res["counts"]

@@ -34,7 +34,7 @@ def landscape(runs, labels, out, plot, round_, no_plane, **surface):
     from stabkit.flatness.landscape import landscape as compute
     from stabkit.run.experiment import rebuilt_engine
     from stabkit.store.atomic import atomic_write_json
-    from stabkit.store.outdir import check_writable, prepare_dir
+    from stabkit.store.outdir import check_writable, output_dir
 
     settings = LandscapeSettings(round=round_, plane=not no_plane, **surface)  # pair, traj, points, span, ...
     if labels and len(labels) != len(runs):
@@ -46,8 +46,9 @@ def landscape(runs, labels, out, plot, round_, no_plane, **surface):
     results = [compute(r, settings, rebuilt_engine) for r in runs]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
-    prepare_dir(out)
-    atomic_write_json(out / "landscape.json", {"runs": [{"label": n, **r} for n, r in zip(names, results)]})
+    with output_dir(out):  # a full disk or read-only folder: one line, and nothing of it left
+        atomic_write_json(out / "landscape.json", {"runs": [{"label": n, **r} for n, r in zip(names, results)]})
+        figures = _plot(names, results, out) if plot else None
     click.echo(f"landscape: {out / 'landscape.json'}")
     for n, r in zip(names, results):
         line = f"{n} (round {r['round']}): curvature along d1 {r['random']['curvature_d1']['train']:.4g}"
@@ -55,10 +56,14 @@ def landscape(runs, labels, out, plot, round_, no_plane, **surface):
             line += (f", mean client distance {r['plane']['mean_client_distance']:.4g}, "
                      f"replay max |diff| {r['replay_max_abs_diff']:.2g}")
         click.echo(line)
-    if plot:
-        from stabkit.flatness.plots import plot_landscapes
+    if figures:
+        click.echo("figures: " + ", ".join(str(p) for p in figures))
 
-        click.echo("figures: " + ", ".join(str(p) for p in plot_landscapes(list(zip(names, results)), out)))
+
+def _plot(names: list, results: list, out: Path) -> list:
+    from stabkit.flatness.plots import plot_landscapes
+
+    return plot_landscapes(list(zip(names, results)), out)
 
 
 command = landscape

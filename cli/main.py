@@ -1,8 +1,9 @@
 """``stabkit`` command line: thin wrappers that parse, validate, call the library and print a summary.
 
 Every module of this package that defines a click command as ``command`` is a subcommand (so adding a
-command is adding a file). User mistakes (``ConfigError`` or a click usage error) print one line
-``error: ...`` and exit with status 2, never a traceback.
+command is adding a file). User mistakes (``ConfigError`` or a click usage error) and a file system that
+refuses a write (full, read-only, name too long: ``stabkit.store.fserrors``) print one line ``error: ...`` and
+exit with status 2, never a traceback.
 """
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def main(argv=None) -> None:
         code = cli.main(args=argv, prog_name="stabkit", standalone_mode=False)
     except ConfigError as e:
         click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except OSError as e:  # the file system refused a write a command did not expect to fail: still one line
+        from stabkit.store.fserrors import is_fs_refusal, refusal
+        if not is_fs_refusal(e):
+            raise
+        click.echo(f"error: {refusal(e)}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

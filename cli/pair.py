@@ -170,7 +170,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
 
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
-        out_dir = _checked_out_dir(out, overwrite)
+        out_dir = _checked_out_dir(out, overwrite, cfg.save_models)
     summary, out_dir = _built_and_run(cfg, out_dir, resume_dir is not None, quiet, overwrite, label)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     _exit_status(ctx, summary, out_dir)
@@ -195,16 +195,18 @@ def _built_and_run(cfg, out_dir, resume: bool, quiet: bool, overwrite: bool, lab
     return summary, out_dir
 
 
-def _checked_out_dir(out, overwrite: bool):
-    """``out`` as the new run's directory (None: the default one), refused if it cannot be written or holds a
-    run (unless ``overwrite``)."""
+def _checked_out_dir(out, overwrite: bool, save_models):
+    """``out`` as the new run's directory (None: the default one), refused if it cannot be written, holds a run
+    (unless ``overwrite``) or has a ``models`` that is not a folder while models are to be saved."""
     from stabkit.store.outdir import check_writable
     from stabkit.store.runstore import check_new_run_dir
+    from stabkit.store.saved_models import check_models_dir
 
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:
+        check_writable(out_dir)  # first: a name too long is refused before anything looks inside it
         check_new_run_dir(out_dir, overwrite)
-        check_writable(out_dir)
+        check_models_dir(out_dir, save_models)
     return out_dir
 
 
@@ -233,7 +235,10 @@ def _run_with_progress(run, out_dir: Path, resume: bool, quiet: bool, overwrite:
 
 
 def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
-    """Exit 1 for a diverged run and 130 for an interrupted one, saying what is kept."""
+    """Exit 1 for a diverged run, 2 for a failed one (a plug-in's hook failed mid-run) and 130 for an
+    interrupted one, saying what is kept."""
+    if summary["status"] == "failed":  # one line; the rounds before are kept
+        raise ConfigError(f"{summary['failed_reason']}; rounds 0-{summary['rounds_done']} are kept in {out_dir}")
     if summary["status"] == "diverged":
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; "
                    f"metrics up to round {summary['diverged_round'] - 1} are kept", err=True)

@@ -39,9 +39,15 @@ def _value(text: str):
         return text
 
 
+# Keys whose documented value ``none`` is a word, not "no value": ``--set save_models=none`` means what
+# ``save_models: none`` means in a YAML spec
+NONE_IS_A_WORD = ("save_models",)
+
+
 def _shorthand(sets, axes) -> dict:
-    base = {k: _value(v) for k, v in _pairs(sets, "set").items()}
-    product = {k: [_value(x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
+    read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
+    base = {k: read(k, v) for k, v in _pairs(sets, "set").items()}
+    product = {k: [read(k, x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
     return {"base": base, "product": product}
 
 
@@ -105,16 +111,24 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     if not spec and not axes:
         raise ConfigError("invalid spec=None: give a sweep spec file, or at least one --axis KEY=V1,V2")
     from stabkit.store.runstore import require_out
+
+    require_out(out)
+    shorthand = None if spec else _shorthand(sets, axes)  # before torch is imported: a refusal well under 1 s
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
     from stabkit.sweep.tensorboard import with_tensorboard
 
-    require_out(out)
-    sw = load_spec(spec) if spec else parse_spec(_shorthand(sets, axes), source="shorthand")
+    sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
     manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
+    errors = {job: rec["error"] for job, rec in manifest.jobs.items()
+              if rec["state"] == "failed" and not str(rec.get("error")).startswith("diverged:")}
+    if errors:  # a job that failed, not one that diverged: say which and why, even with --quiet
+        raise ConfigError(f"{len(errors)} of {len(manifest.jobs)} jobs failed: " + "; ".join(
+            f"{job}: {why}" for job, why in errors.items()) + f" (fix it, then rerun with --retry-failed; the "
+            f"finished jobs are kept in {out})")
     if c["failed"]:
         ctx.exit(1)
 

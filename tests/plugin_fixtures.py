@@ -200,3 +200,32 @@ def six_without_test(opts):
 
 def six_with_text(opts):
     return _six_changed(opts, train_x=lambda t: [np.full(x.shape, "a") for x in t.train_x])
+
+
+class RaisesInRound5(Algorithm):
+    """Works for four rounds, then its server_update raises (a plug-in bug that try_round's round 1 misses)."""
+    name = "raises_in_round_5"
+
+    def server_update(self, ctx, means):
+        if ctx.t == 4:
+            raise RuntimeError("the plug-in's own bug in round 5")
+        return super().server_update(ctx, means)
+
+
+class WrongTypeFromRound2(Algorithm):
+    """Its server_update returns a list instead of (x, state) from round 2 on."""
+    name = "wrong_type_from_round_2"
+
+    def server_update(self, ctx, means):
+        x, state = super().server_update(ctx, means)
+        return (x, state) if ctx.t == 0 else [x, state]
+
+
+class PromotesToFloat64(Algorithm):
+    """Keeps a server state it promotes to float64 (the run computes in float32)."""
+    name = "promotes_to_float64"
+    server_state = ("m",)
+
+    def server_update(self, ctx, means):
+        x, _ = super().server_update(ctx, means)
+        return x, {"m": ctx.server["m"].double() * 0.9 + (ctx.x - x).double()}

@@ -272,3 +272,22 @@ def test_a_plugin_stepping_in_place_runs_as_fedavg():
             run.step()
     assert (runs[0].engine.discrepancy() > 0).all()
     assert torch.equal(runs[0].engine.x, runs[1].engine.x)
+
+
+def test_a_plugin_raising_in_round_5_stops_cleanly_and_keeps_rounds_0_to_4(tmp_path, capsys):
+    """Round 1 (tried before anything is written) works; round 5 raises: one line naming the plug-in, the hook
+    and its reason, exit 2, and the run folder keeps rounds 0-4 with a summary saying the run failed."""
+    from tests.helpers import cli
+
+    out = tmp_path / "run"
+    code, _, err = cli(["pair", "--task", "quadratic", "--rounds", "8", "--pairs", "2", "--clients", "4",
+                        "--heldout-clients", "2", "--samples-per-client", "20", "--algo",
+                        "tests.plugin_fixtures:RaisesInRound5", "--out", str(out), "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (f"error: invalid algo='tests.plugin_fixtures:RaisesInRound5': its server_update raised "
+                   f"RuntimeError: the plug-in's own bug in round 5; rounds 0-4 are kept in {out}\n")
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert list(metrics["round"]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["rounds_done"] == 4 and "round 5" in summary["failed_reason"]
+    assert summary["constants"] == "skipped: the run failed"

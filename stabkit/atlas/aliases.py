@@ -1,7 +1,7 @@
 """Algorithms that are the same update at their default hyperparameters, shown once in the atlas.
 
 FedAvgM is FOSM with ν = 1, and FOSM's default ν is 1: at their defaults the two run bit for bit the same
-trajectories, so an atlas listing both would rank one method twice. ``tests/test_atlas_aliases.py`` finds
+trajectories, so an atlas listing both would rank one method twice. ``tests/atlas/test_atlas_aliases.py`` finds
 such pairs by running every built-in algorithm at its defaults and comparing the models after each round
 (not by name), and checks that this table lists exactly the pairs it finds.
 """

@@ -74,6 +74,9 @@ def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
         return job
     df = load_run(path)
     job.config = df.attrs.get("config", {})
+    if df.empty:  # only the header: a job cut off before its first round was logged, or a damaged copy
+        job.error = "empty: metrics.csv holds no round, only its header"
+        return job
     summary = df.attrs.get("summary") or {}
     job.diverged_round = summary.get("diverged_round")
     finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
@@ -136,6 +139,8 @@ def cell_table(jobs: list, learn_floor=None) -> pd.DataFrame:
 
 def rank_cells(df: pd.DataFrame) -> pd.DataFrame:
     """``rank``: by D_T among the ``ok`` cells of each table (1 = most stable; the others NaN)."""
+    if "D_T" not in df:  # no cell has metrics (every job failed before its first round): the page lists them
+        df = df.assign(D_T=np.nan)
     df = df.assign(rank=np.nan)
     for _, idx in df.groupby(["task", "perturb"]).groups.items():
         ok = df.loc[idx][df.loc[idx, "status"] == "ok"]
@@ -161,7 +166,7 @@ def _cell_row(key, members: list, learn_floor) -> dict:
            "job_dirs": [j.path for j in members], "seeds": len(members)}
     with_metrics = [j for j in members if j.curves is not None]
     diverged = [j.diverged_round for j in members if j.diverged_round is not None]
-    failed = [j for j in members if j.curves is None]
+    failed = [j for j in members if j.curves is None or j.state == "failed" and j.diverged_round is None]
     if failed:
         row["status"] = f"failed: {failed[0].error or failed[0].state}"
     elif diverged:

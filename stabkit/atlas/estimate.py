@@ -1,7 +1,8 @@
 """Projected time of an atlas suite, printed before it starts. Per (task, perturbation, pairs), FedAvg runs
 two rounds at the suite's settings (its pairs, data, model, device) with at most two local steps, and its
 recorded times are scaled: training by rounds and local steps, evaluation by the number of evaluated rounds,
-plus the fixed cost of a job (start-up, constants). SAM-type algorithms cost about twice a FedAvg round and
+plus the fixed cost of a job (start-up, constants) and of reading and analysing it for the page (timed on the
+calibration job's files). Drawing the page's figures is not included. SAM-type algorithms cost about twice a FedAvg round and
 the other algorithms 1.0-1.3x (README, Algorithms), so this is a central estimate, not a bound."""
 from __future__ import annotations
 
@@ -13,6 +14,25 @@ from stabkit.config.runconfig import RunConfig
 from stabkit.run.evalbudget import evaluated_rounds
 
 CAL_ROUNDS, CAL_STEPS = 2, 2
+
+
+def _reading_seconds(files: dict) -> float:
+    """The page's cost of one job: its run directory read and analysed (``stabkit.atlas.cells``), timed on the
+    calibration job's files (about as long as a 16-round job itself at CI size)."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from stabkit.analysis.run_analysis import analyze
+    from stabkit.store.runstore import load_run
+
+    with tempfile.TemporaryDirectory(prefix="stabkit-calibration-") as tmp:
+        for name, data in files.items():
+            (Path(tmp) / name).write_bytes(data)
+        start = time.perf_counter()
+        load_run(tmp)
+        analyze(tmp, bootstrap=0)
+        return time.perf_counter() - start
 
 
 def projected_seconds(jobs: list, workers: int = 1) -> dict:
@@ -36,6 +56,6 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
             train = times["train_s"] / CAL_ROUNDS * cfg["local_steps"] / cal["local_steps"] * cfg["rounds"]
             evals = times["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
             fixed = result["wall_s"] - times["train_s"] - times["eval_s"]
-            per_job[key] = train + evals + fixed
+            per_job[key] = train + evals + fixed + _reading_seconds(result["files"])
         total += per_job[key]
     return {"total_s": total / max(workers, 1), "per_job": per_job}

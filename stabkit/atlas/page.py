@@ -187,8 +187,8 @@ def summary_lines(cells: pd.DataFrame, link: dict) -> list:
     """The page's summary: achieved CI half-widths, frontier per table, correlation, theorem check."""
     ok = cells[cells["status"] == "ok"]
     lines = []
-    if len(ok):
-        rel = ok["D_T.rel_hw"]
+    rel = ok["D_T.rel_hw"].dropna()  # a cell of a single replicate has no interval
+    if len(rel):
         lines.append(f"95% CI half-width of D_T: median {100 * rel.median():.1f}% of the mean, worst "
                      f"{100 * rel.max():.1f}% ({ok.loc[rel.idxmax(), 'name']}, {ok.loc[rel.idxmax(), 'task']}, "
                      f"{ok.loc[rel.idxmax(), 'perturb']}); {int((rel <= 0.1).sum())} of {len(ok)} ranked cells "

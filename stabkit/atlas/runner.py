@@ -24,6 +24,7 @@ from stabkit.atlas.tunedpage import tuned_page
 from stabkit.atlas.tuning import Tune, at_chosen, check_algos, choose, grid_spec, parse_tune, tuned_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
+from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
@@ -127,6 +128,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     names, folded = fold_aliases(resolve_algos(req.algos))
     if tune is not None:
         check_algos(tune, names)
+    check_writable(out)  # a read-only, unwritable or too long --out, refused before anything is computed
     check_out(out, suite)
     if suite.needs_data:
         require(req.data_dir is not None, "data_dir", req.data_dir, f"the folder with the data files of suite "

@@ -3,7 +3,7 @@
 A built-in algorithm is pinned by its tests; a plug-in is not. :class:`CheckedAlgorithm` stands in for a
 plug-in algorithm in the engine: it calls each hook and checks what comes back -- the pair structure
 ``(tensor, dict)`` where one is due, tensor shapes (``[R, 2, s, d]`` client tensors, ``[R, 2, d]`` global
-models and server state, ``[R, 2, rows, d]`` initial client state) and state names against the algorithm's
+models and server state, ``[R, 2, rows, d]`` initial client state), the run's dtype, and state names against the algorithm's
 declaration -- and turns a wrong result, or an exception the hook raises, into one ConfigError line naming
 the plug-in and the hook. Everything else is delegated unchanged.
 """
@@ -15,6 +15,10 @@ from stabkit.errors import ConfigError
 from stabkit.plugins import describe_error
 
 
+class PluginFailed(ConfigError):
+    """A plug-in algorithm's hook raised or returned something the engine cannot use (one line)."""
+
+
 class CheckedAlgorithm:
     """``algo``'s hooks with their results checked (``label``: the ``--algo`` name the errors give)."""
 
@@ -24,8 +28,8 @@ class CheckedAlgorithm:
     def __getattr__(self, name):
         return getattr(self._algo, name)
 
-    def _fail(self, hook: str, what: str) -> ConfigError:
-        return ConfigError(f"invalid algo={self._label!r}: its {hook} {what}")
+    def _fail(self, hook: str, what: str) -> PluginFailed:
+        return PluginFailed(f"invalid algo={self._label!r}: its {hook} {what}")
 
     def _call(self, hook: str, *args):
         try:
@@ -40,27 +44,30 @@ class CheckedAlgorithm:
             raise self._fail(hook, f"returned {_kind(out)}, expected a tuple ({first}, {second})")
         return out
 
-    def _tensor(self, hook: str, name: str, value, shape: tuple) -> None:
+    def _tensor(self, hook: str, name: str, value, shape: tuple, dtype: torch.dtype) -> None:
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shape):
             got = f"shape {list(value.shape)}" if isinstance(value, torch.Tensor) else _kind(value)
             raise self._fail(hook, f"returned {name} of {got}, expected a tensor of shape {list(shape)}")
+        if value.dtype != dtype:  # a promoted state fails later, deep in the engine, as a dtype mismatch
+            raise self._fail(hook, f"returned {name} of dtype {value.dtype}, expected {dtype}: every tensor a hook "
+                                   f"returns keeps the run's dtype (--dtype); convert with .to(ctx.x.dtype)")
 
-    def _states(self, hook: str, what: str, states, declared, shape: tuple) -> None:
+    def _states(self, hook: str, what: str, states, declared, shape: tuple, dtype: torch.dtype) -> None:
         """``states`` must be a dict of exactly the declared names (every hook returns its state whole, as the
-        engine requires of every algorithm), each a tensor of ``shape``."""
+        engine requires of every algorithm), each a tensor of ``shape`` and ``dtype``."""
         if not isinstance(states, dict):
             raise self._fail(hook, f"returned {what} as {_kind(states)}, expected a dict of tensors")
         if set(states) != set(declared):
             raise self._fail(hook, f"returned {what} {sorted(states)}, but the algorithm declares "
                                    f"{sorted(declared)} (every hook returns its state whole)")
         for name, value in states.items():
-            self._tensor(hook, f"{what} {name!r}", value, shape)
+            self._tensor(hook, f"{what} {name!r}", value, shape, dtype)
 
     def init_state(self, x, num_rows):
         server, client = self._pair("init_state", self._call("init_state", x, num_rows), "server", "client")
         R, two, d = x.shape
-        self._states("init_state", "server state", server, self.server_state, (R, two, d))
-        self._states("init_state", "client state", client, self.client_state, (R, two, num_rows, d))
+        self._states("init_state", "server state", server, self.server_state, (R, two, d), x.dtype)
+        self._states("init_state", "client state", client, self.client_state, (R, two, num_rows, d), x.dtype)
         return server, client
 
     def local_lrs(self, lr, K):
@@ -72,8 +79,8 @@ class CheckedAlgorithm:
 
     def _local(self, hook: str, ctx, out):
         y, local = self._pair(hook, out, "y", "local state")
-        self._tensor(hook, "y", y, ctx.x_clients.shape)
-        self._states(hook, "local state", local, self.local_state, ctx.x_clients.shape)
+        self._tensor(hook, "y", y, ctx.x_clients.shape, ctx.x.dtype)
+        self._states(hook, "local state", local, self.local_state, ctx.x_clients.shape, ctx.x.dtype)
         return y, local
 
     def client_init(self, ctx):
@@ -86,7 +93,7 @@ class CheckedAlgorithm:
 
     def grad_point(self, ctx, step, y, local):
         z = self._call("grad_point", ctx, step, y, local)
-        self._tensor("grad_point", "the gradient point", z, ctx.x_clients.shape)
+        self._tensor("grad_point", "the gradient point", z, ctx.x_clients.shape, ctx.x.dtype)
         return z
 
     def client_step(self, ctx, step, y, local, g):
@@ -100,14 +107,14 @@ class CheckedAlgorithm:
             raise self._fail("client_final", f"returned uploads as {_kind(uploads)}, expected a non-empty dict "
                                              "of tensors")
         for name, value in uploads.items():
-            self._tensor("client_final", f"upload {name!r}", value, shape)
-        self._states("client_final", "client state", client, self.client_state, shape)
+            self._tensor("client_final", f"upload {name!r}", value, shape, ctx.x.dtype)
+        self._states("client_final", "client state", client, self.client_state, shape, ctx.x.dtype)
         return uploads, client
 
     def server_update(self, ctx, means):
         x, server = self._pair("server_update", self._call("server_update", ctx, means), "x", "server state")
-        self._tensor("server_update", "x", x, ctx.x.shape)
-        self._states("server_update", "server state", server, self.server_state, ctx.x.shape)
+        self._tensor("server_update", "x", x, ctx.x.shape, ctx.x.dtype)
+        self._states("server_update", "server state", server, self.server_state, ctx.x.shape, ctx.x.dtype)
         return x, server
 
 

@@ -23,7 +23,7 @@ A kind has
 
 Activation forms (``stabkit.engine.forms``): ``"shared"`` ``[N, ...]``, ``"models"`` ``[P, B, ...]``,
 ``"grouped"`` ``[B, P*C, H, W]``. A parameter-free elementwise layer is one :class:`Elementwise` entry: its
-function and its derivative (``tests/test_layer_protocol.py`` adds ``nn.Tanh`` so and checks both paths
+function and its derivative (``tests/engine/test_layer_protocol.py`` adds ``nn.Tanh`` so and checks both paths
 against ``torch.func``).
 """
 from __future__ import annotations

@@ -16,7 +16,6 @@ Every choice is returned in ``choices`` (written to ``landscape.json``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -27,11 +26,13 @@ from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.memory import require_memory
 from stabkit.engine.threads import threads_for
 from stabkit.errors import require
-from stabkit.flatness.objective import Objective
+from stabkit.flatness.objective import Objective, check_fraction
 from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
 from stabkit.store.runstore import read_json
 from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
+
+SPAN_LIMIT = 100.0  # random directions have the model's filter norms: a span of 100 is 100 x the model's size
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,9 @@ class LandscapeSettings:
 
     def __post_init__(self):
         require(isinstance(self.points, int) and self.points >= 3, "points", self.points, "an integer >= 3")
-        require(0 < self.span < math.inf, "span", self.span, "a finite positive number (the grid is [-span, span]^2)")
+        require(0 < self.span <= SPAN_LIMIT, "span", self.span, f"a positive number at most {SPAN_LIMIT:g} (the grid "
+                "is [-span, span]^2 in filter-normalised units: span s moves the model s times its own size, and "
+                "far beyond that the losses overflow)")
         require(isinstance(self.pair, int) and self.pair >= 0, "pair", self.pair, "a pair index (an integer >= 0)")
         require(isinstance(self.seed, int) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed,
                 "an integer in [0, 2**64)")
@@ -106,6 +109,7 @@ def landscape(run_dir, s: LandscapeSettings, build: Callable) -> dict:
     require_memory(grid_bytes(s.points), f"a {s.points} x {s.points} landscape grid", "choose fewer --points")
     cfg, T, x, engine = saved_models_of(run_dir, s.round, build, s.pair)
     model = engine.model
+    check_fraction(s.fraction, engine.data)
     ev = Evaluator(model, engine.data, engine.nb, s.fraction, cfg.seed)
     tx, ty, _ = ev.train
     j = TRAJ.index(s.traj)

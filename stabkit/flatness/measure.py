@@ -15,11 +15,17 @@ from dataclasses import dataclass
 import torch
 
 from stabkit.config.taskoptions import SEED_LIMIT
+from stabkit.engine.memory import require_memory
 from stabkit.engine.threads import threads_for
 from stabkit.errors import require
 from stabkit.flatness.hessian import hutchinson, lanczos
 from stabkit.flatness.objective import Objective
 from stabkit.flatness.sharpness import average_sharpness, sam_sharpness
+
+# Ceilings of the Monte-Carlo and ascent knobs: the standard errors shrink as 1/sqrt(n), so 10,000 probes or
+# directions put them at 1% of one sample's spread, and projected ascent has converged long before 1,000 steps;
+# beyond, a mistyped exponent (--probes 10^8) would allocate hundreds of GB or run for days.
+LIMITS = {"probes": 10_000, "directions": 10_000, "sam_steps": 1_000}
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,10 @@ class SharpnessSettings:
         require(isinstance(self.probes, int) and self.probes >= 0, "probes", self.probes, "an integer >= 0")
         require(0 < self.lanczos_tol < 1, "lanczos_tol", self.lanczos_tol, "a number in (0, 1)")
         require(0 < self.fraction <= 1, "fraction", self.fraction, "a fraction in (0, 1]")
+        for name, limit in LIMITS.items():
+            require(getattr(self, name) <= limit, name, getattr(self, name), f"at most {limit:,} (the standard "
+                    "errors shrink as 1/sqrt(n): 10,000 samples give 1% of one sample's spread; SAM's ascent "
+                    "converges in tens of steps)")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -61,6 +71,9 @@ def radius_name(r: float) -> str:
 def measure(obj: Objective, theta: torch.Tensor, s: SharpnessSettings, spectrum_only: bool = False) -> dict:
     """Every measure of models ``theta [Q, d]`` under objective ``obj`` (``spectrum_only``: loss and the
     Lanczos columns only, e.g. for many client models)."""
+    Q, d = theta.shape
+    require_memory(s.probes * d * theta.element_size(), f"the {s.probes:,} Hutchinson probes of {d:,} parameters",
+                   "use fewer --probes", theta.device)
     with threads_for(obj.flops):
         return _measure(obj, theta, s, spectrum_only)
 

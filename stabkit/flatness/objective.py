@@ -16,6 +16,7 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours
+from stabkit.errors import require
 
 HVP_MEMORY_FACTOR = 3  # forward-over-reverse keeps tangents of activations and their gradients too
 
@@ -96,6 +97,14 @@ def training_objective(model: FlatModel, data: FederatedData, nb: Neighbours, se
     x, y, _ = ev.train
     used = (ev.train_w != 0).any(0)  # samples of held-out and unused neighbour clients carry no weight
     return Objective(model, x[used], y[used], ev.train_w[:, used])
+
+
+def check_fraction(fraction: float, data: FederatedData) -> None:
+    """Refuse a ``fraction`` that keeps less than one sample of the smallest client (the fixed subset would
+    silently round it up to one sample per client), saying how many samples it is."""
+    n_min = int(data.n_np[: data.num_task_clients].min())
+    require(fraction * n_min >= 1, "fraction", fraction, f"at least {1 / n_min:.3g}: it keeps {fraction * n_min:.3g} "
+            f"of the smallest client's {n_min} training samples, and every client needs at least one")
 
 
 def client_objective(model: FlatModel, data: FederatedData, rows) -> Objective:

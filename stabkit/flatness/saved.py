@@ -11,7 +11,7 @@ import pandas as pd
 from stabkit.errors import ConfigError
 from stabkit.flatness.landscape import saved_models_of
 from stabkit.flatness.measure import SharpnessSettings, measure
-from stabkit.flatness.objective import training_objective
+from stabkit.flatness.objective import check_fraction, training_objective
 from stabkit.flatness.runlog import objective_note
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.outdir import prepare_dir
@@ -35,6 +35,7 @@ def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable,
     ``build(cfg)``: a fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
     cfg, T, x, engine = saved_models_of(run_dir, round_, build)
     check_radii(settings.radii, x)
+    check_fraction(settings.fraction, engine.data)
     R, _, d = x.shape
     obj = training_objective(engine.model, engine.data, engine.nb, cfg.seed, settings.fraction)
     cols = measure(obj, x.reshape(2 * R, d), settings)

@@ -15,34 +15,28 @@ checkpointing and estimating constants is recorded in ``summary.json``.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
-import torch
-
-from stabkit.algorithms import ALGORITHMS
-from stabkit.algorithms.dp import find_dp
 from stabkit.config.runconfig import RunConfig, resume_config
-from stabkit.engine.data import FederatedData
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
-from stabkit.engine.flatmodel import FlatModel
-from stabkit.engine.paired import EngineSettings, PairedEngine
-from stabkit.engine.perturbation import build_neighbours
+from stabkit.engine.paired import PairedEngine
 from stabkit.engine.threads import run_threads
 from stabkit.flatness.runlog import SharpnessLog
 from stabkit.privacy.runfile import run_schedule
-from stabkit.run.evalbudget import run_plan
-from stabkit.run.init import initial_parameters
+from stabkit.run.assembly import assemble, engine_settings
 from stabkit.run.preflight import preflight
 from stabkit.run.recorder import RunRecorder
 from stabkit.run.resume_check import checked_checkpoint
 from stabkit.run.roundlog import OVERFLOW, RoundLog
+from stabkit.store.checkpoint import checkpoint_path
+from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.runstore import prepare_run_dir
+from stabkit.store.saved_models import check_models_dir
 from stabkit.tasks.base import Task
 
 __all__ = ["OVERFLOW", "PairedRun", "default_out_dir", "engine_settings", "rebuilt_engine", "resume_config",
@@ -65,20 +59,12 @@ class PairedRun:
         from the task, the task's and model's names as ``config.json`` records them, and the evaluation
         schedule left open in ``cfg`` chosen from the data size."""
         checked = preflight(cfg, task, model)
-        cfg, self.task, self.algo, self.device = checked.cfg, checked.task, checked.algo, checked.device
+        self.task, self.algo, self.device = checked.task, checked.algo, checked.device
+        parts = assemble(checked)
+        self.cfg = cfg = parts.cfg
+        self.nb, self.data, self.eval_plan, self.model, self.engine = (parts.nb, parts.data, parts.eval_plan,
+                                                                       parts.model, parts.engine)
         self.privacy = run_schedule(self.algo, self.task.num_train_clients, cfg.sampled_clients, cfg.rounds)
-        dtype = getattr(torch, cfg.dtype)
-        self.nb = build_neighbours(self.task, cfg.perturb, cfg.client_mode, cfg.pairs, cfg.seed)
-        self.data = FederatedData(self.task, self.nb.extra, dtype, self.device)
-        self.eval_plan = run_plan(cfg, self.data, self.task.num_train_clients)
-        self.cfg = cfg = cfg.replace(eval_every=self.eval_plan.every, eval_fraction=self.eval_plan.fraction)
-        self.model = FlatModel(checked.make_module(), self.task.kind, dtype, self.device)
-        theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, checked.make_module, self.model)
-        self.engine = PairedEngine(engine_settings(cfg), self.algo, self.model, self.data, self.nb, theta0)
-        if cfg.algo not in ALGORITHMS or find_dp(self.algo):  # a plug-in's hooks, or what a DP layer wraps,
-            self.engine.try_round()  # tried on round 1 before anything is written
-            if cfg.checkpoint_every:  # state kept outside the tensors that cannot be saved: refused here
-                self.algo.host_state()
         self.evaluator = Evaluator(self.model, self.data, self.nb, cfg.eval_fraction, cfg.seed)
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
@@ -89,6 +75,7 @@ class PairedRun:
         self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
+        self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
         self.initial_logged = False  # round 0 (the initial models) is logged
 
     @property
@@ -132,7 +119,9 @@ class PairedRun:
         """Run all rounds, writing ``out`` (refused if it holds a run, unless ``overwrite``); return the
         summary. ``progress(t, stats)`` is called after every round (stats: ``eval_share``); ``label``: the
         run's legend label in figures (recorded in config.json beside the configuration)."""
-        return RunRecorder(self, prepare_run_dir(out, overwrite)).start(label, progress)
+        check_models_dir(out, self.cfg.save_models)
+        with undone_on_fs_error(out, keep=checkpoint_path(out).is_file):  # a full disk: a resumable run is kept
+            return RunRecorder(self, prepare_run_dir(out, overwrite)).start(label, progress)
 
     def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
@@ -145,11 +134,6 @@ def rebuilt_engine(cfg: RunConfig) -> PairedEngine:
     """A fresh engine of the run ``cfg`` describes (its task, model, neighbours and initial state), e.g. to
     measure a saved run's models or replay its rounds (``stabkit.flatness``)."""
     return PairedRun(cfg).engine
-
-
-def engine_settings(cfg: RunConfig) -> EngineSettings:
-    """The fields of ``cfg`` the engine reads."""
-    return EngineSettings(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(EngineSettings)})
 
 
 def run_pair(cfg: RunConfig, out=None, progress: Optional[Callable] = None, task: Optional[Task] = None,

@@ -22,6 +22,7 @@ from stabkit import __version__
 from stabkit.algorithms import resolve_hp
 from stabkit.config.runconfig import read_mapping
 from stabkit.engine import alloc
+from stabkit.engine.contract import PluginFailed
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.kernels import kernel_facts
 from stabkit.engine.paired import RoundRecord
@@ -107,6 +108,8 @@ class RunRecorder:
                 in_round = False  # from here to the next round's start the state is consistent and saved
                 if progress is not None:
                     progress(t, {"eval_share": run.times["eval_s"] / max(run.times["wall_s"], 1e-9)})
+        except PluginFailed as e:  # a plug-in's hook failed mid-run: the rounds before are kept
+            status, run.failed = "failed", str(e)
         except KeyboardInterrupt:
             status, run.interrupted = "interrupted", f"round {done + 1}"
             if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
@@ -141,7 +144,9 @@ class RunRecorder:
         times = {**run.times, "constants_s": 0.0}
         interrupted = run.interrupted
         constants = "off (--no-constants)" if not cfg.constants else "skipped: the rounds were interrupted"
-        if cfg.constants and interrupted is None:
+        if run.failed:
+            constants = "skipped: the run failed"
+        if cfg.constants and interrupted is None and run.failed is None:
             start = time.perf_counter()
             weights = run.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
             try:
@@ -153,7 +158,8 @@ class RunRecorder:
                 constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
             times["constants_s"] = time.perf_counter() - start
         notes = {"constants": constants, "divergence_threshold": OVERFLOW, "evaluation": run.describe_evaluation(),
-                 **{k: v for k, v in (("diverged_reason", run.diverged), ("interrupted", interrupted)) if v}}
+                 **{k: v for k, v in (("diverged_reason", run.diverged), ("interrupted", interrupted),
+                                      ("failed_reason", run.failed)) if v}}
         return self.writer.finish(df, status, diverged_round, done, times, notes, run.nb)
 
     def _sharpness(self, t: int, rec) -> None:

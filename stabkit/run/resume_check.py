@@ -6,13 +6,17 @@ finished run would be left looking unfinished, or resumed with rounds missing fr
 :func:`checked_checkpoint` reads and checks it all first and raises a one-line :class:`ConfigError` naming
 what is wrong, leaving every file as it was:
 
+* ``config.json``: the experiment the checkpoint's fingerprint records (``stabkit.run.fingerprint``), only
+  the fields safe to change may differ;
 * ``checkpoint.pt``: readable, a dict of this stabkit's format with every key, its round within the run,
   its models, server and per-client state of the shapes and dtypes this run's config gives (pairs, model
   size, clients), finite models, and the run's own initial model (another run's checkpoint is refused);
 * ``metrics.csv``: every round from 0 to the checkpoint's round logged, ``pairs`` rows each, in order, with
   the checkpoint's discrepancy at its round (a log with holes is refused, naming the missing rounds);
 * ``local.csv``: the local rounds before the checkpoint logged, in order, for every pair;
-* ``sharpness.csv`` (runs with ``--sharpness-rounds``): the sharpness rounds up to the checkpoint measured.
+* ``sharpness.csv`` (runs with ``--sharpness-rounds``): the sharpness rounds up to the checkpoint measured;
+* the directory: writable, with ``models/`` a directory if models are saved, and room for a new checkpoint
+  (``stabkit.store.fserrors.require_space``), so a full disk or a read-only folder is refused up front.
 """
 from __future__ import annotations
 
@@ -26,12 +30,17 @@ import pandas as pd
 import torch
 
 from stabkit.errors import ConfigError
+from stabkit.run.fingerprint import SAFE_TO_CHANGE, changed_fields
 from stabkit.store.checkpoint import FORMAT, NAME, checkpoint_path
+from stabkit.store.fserrors import require_space
+from stabkit.store.outdir import check_writable
+from stabkit.store.saved_models import check_models_dir
 
 KEYS = ("round", "rounds", "x", "server", "client_state", "record", "snapshots", "metrics_rows", "local_rows",
         "times")
 TIMES = ("train_s", "eval_s", "checkpoint_s", "wall_s")
 RESTART = "start the run again with --overwrite"
+LOG_SLACK = 1 << 16  # bytes a resume needs beyond its checkpoint and config.json: the first rows of its logs
 
 
 def checked_checkpoint(run, out) -> dict:
@@ -41,11 +50,22 @@ def checked_checkpoint(run, out) -> dict:
     out = Path(out)
     problem = _Problem(out)
     ck = _load(out, run.device, problem)
+    _check_experiment(ck, run.cfg, problem)
     _check_state(ck, run, problem)
     _check_metrics(out, ck, run.cfg.pairs, problem)
     _check_local(out, ck, run.cfg, problem)
     _check_sharpness(out, ck["round"], run.cfg, problem)
+    _check_can_write(out, run.cfg)
     return ck
+
+
+def _check_can_write(out: Path, cfg) -> None:
+    """The resume can write what it writes first: ``models/`` a directory (if it saves models), and room in
+    ``out`` for a new checkpoint and ``config.json`` (each rewritten beside the old one) and the first rows."""
+    check_models_dir(out, cfg.save_models)
+    check_writable(out, "resume")
+    need = checkpoint_path(out).stat().st_size + (out / "config.json").stat().st_size + LOG_SLACK
+    require_space(out, need, "resume")
 
 
 class _Problem:
@@ -78,6 +98,21 @@ def _load(out: Path, device, problem) -> dict:
     if missing:
         problem(f"{NAME} lacks {', '.join(missing)}")
     return ck
+
+
+def _check_experiment(ck: dict, cfg, problem) -> None:
+    """Refuse a ``config.json`` edited since the checkpoint (checkpoints of stabkit before fingerprints
+    carry none: only their shapes and initial model are checked)."""
+    recorded = ck.get("fingerprint")
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict):
+        problem(f"{NAME} has an invalid experiment fingerprint ({type(recorded).__name__})")
+    changed = changed_fields(recorded, cfg)
+    if changed:
+        problem(f"config.json describes another experiment than {NAME} was written by: {'; '.join(changed)}",
+                f"restore config.json, or start a new run with --out; a resume may change only "
+                f"{', '.join(SAFE_TO_CHANGE)}")
 
 
 def _check_state(ck: dict, run, problem) -> None:
@@ -203,8 +238,9 @@ def _check_local(out: Path, ck: dict, cfg, problem) -> None:
     df = _read_log(out / "local.csv", ("round", "pair", "k"), problem)
     expected = np.repeat(tracked, per_round)
     head = df.iloc[:n]
-    if n != len(expected) or len(head) < n or not np.array_equal(head["round"].to_numpy(), expected):
-        logged = set(int(r) for r in head["round"]) if len(head) else set()
+    rounds = _integer_rounds(head, "local.csv", problem)
+    if n != len(expected) or len(head) < n or not np.array_equal(rounds, expected):
+        logged = set(rounds.tolist())
         missing = [r for r in tracked if r not in logged]
         problem((f"local.csv lacks local round{'s' * (len(missing) > 1)} {_ranges(missing)} that {NAME} (after "
                  f"round {t}) says were logged") if missing else
@@ -217,10 +253,21 @@ def _check_sharpness(out: Path, t: int, cfg, problem) -> None:
     if not wanted:
         return
     df = _read_log(out / "sharpness.csv", ("round",), problem)
-    missing = sorted(set(wanted) - set(int(r) for r in df["round"]))
+    missing = sorted(set(wanted) - set(_integer_rounds(df, "sharpness.csv", problem).tolist()))
     if missing:
         problem(f"sharpness.csv lacks sharpness round{'s' * (len(missing) > 1)} {_ranges(missing)} measured "
                 f"before {NAME} (round {t})", f"restore sharpness.csv, or {RESTART}")
+
+
+def _integer_rounds(df: pd.DataFrame, name: str, problem) -> np.ndarray:
+    """The ``round`` column of the log ``name`` as integers; an entry that is not one (a hand edit, a torn
+    copy) is refused naming it and its line."""
+    values = pd.to_numeric(df["round"], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(values) & (values == np.round(values))))
+    if len(bad):
+        problem(f"{name} has a round {str(df['round'].iloc[bad[0]])!r} in line {bad[0] + 2}, not an integer",
+                f"restore {name}, or {RESTART}")
+    return values.astype(np.int64)
 
 
 def _ranges(rounds: list) -> str:

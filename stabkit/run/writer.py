@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from stabkit.config.runconfig import RunConfig
+from stabkit.run.fingerprint import fingerprint
 from stabkit.store.atomic import atomic_write_json
 from stabkit.store.checkpoint import save_checkpoint
 from stabkit.store.metricslog import AppendLog
@@ -52,13 +53,14 @@ class RunWriter:
 
     def checkpoint(self, t: int, state: dict, rec, snapshots: dict) -> None:
         """Save the run's ``state`` after round t (``x``, ``server``, ``client_state``), its record ``rec`` and
-        parameter ``snapshots``, with the log positions before round t; the logs must be flushed."""
+        parameter ``snapshots``, with the log positions before round t and the experiment's fingerprint
+        (``stabkit.run.fingerprint``); the logs must be flushed."""
         start = time.perf_counter()
         pairs, local_t = self.cfg.pairs, len(rec.local) if rec is not None else 0
         save_checkpoint(self.out, {
             "round": t, "rounds": self.cfg.rounds, **state, "record": dataclasses.asdict(rec), "snapshots": snapshots,
             "metrics_rows": self.metrics.rows - pairs, "local_rows": self.local.rows - local_t * pairs,
-            "times": dict(self.times)})
+            "times": dict(self.times), "fingerprint": fingerprint(self.cfg)})
         self.times["checkpoint_s"] += time.perf_counter() - start
 
     def constants(self, estimated: dict, rounds: list) -> None:

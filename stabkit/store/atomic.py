@@ -40,8 +40,11 @@ def raise_if_disk_full(e: BaseException, path: Path, nbytes: int) -> None:
     """Turn a full-disk ``OSError`` while writing ``nbytes`` to ``path`` into the one-line ``DiskFull``."""
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         free = shutil.disk_usage(path.parent).free if path.parent.is_dir() else 0
-        raise DiskFull(f"cannot write {str(path)!r}: no space left on the device ({nbytes} bytes "
-                       f"needed, {free} free); the files written before are intact") from None
+        needed = f"{nbytes} bytes needed, " if nbytes else ""
+        err = DiskFull(f"cannot write {str(path)!r}: no space left on the device ({needed}{free} free); the files "
+                       f"written before are intact")
+        err.filename = str(path)
+        raise err from None
 
 
 def atomic_write_json(path: Path, obj) -> None:
@@ -89,7 +92,8 @@ def atomic_save(path: Path, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        raise_if_disk_full(e, path, 0)
         raise

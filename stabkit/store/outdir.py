@@ -10,10 +10,14 @@ directories it created if the command then fails before writing anything into th
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 
 from stabkit.errors import ConfigError
+from stabkit.store.fserrors import undone_on_fs_error
+
+NAME_MAX = 255  # bytes in one file name on every common file system (ext4, xfs, btrfs, tmpfs, APFS, NTFS)
 
 
 def check_writable(path, field: str = "out") -> None:
@@ -24,6 +28,10 @@ def check_writable(path, field: str = "out") -> None:
     def refuse(why: str):
         raise ConfigError(f"invalid {field}={str(path)!r}: {why}; give a directory you can write to")
 
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > NAME_MAX]
+    if too_long:
+        refuse(f"the name {too_long[0][:40] + '…'!r} has {len(os.fsencode(too_long[0]))} bytes, more than the "
+               f"{NAME_MAX} a file name may have")
     if path.is_symlink() and not path.exists():
         refuse("it is a broken symbolic link")
     if path.exists() and not path.is_dir():
@@ -56,13 +64,15 @@ def prepare_dir(path, field: str = "out") -> Path:
 @contextlib.contextmanager
 def output_dir(path, field: str = "out"):
     """``with output_dir(OUT) as out:`` compute and write into ``out``; ``OUT`` and its missing parents are
-    created (after :func:`check_writable`) and, if the body raises, removed again where they are still empty."""
+    created (after :func:`check_writable`) and, if the body raises, removed again where they are still empty;
+    if the file system refuses a write, what the body wrote is removed first (``stabkit.store.fserrors``)."""
     path = Path(path)
     check_writable(path, field)
     created = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     prepare_dir(path, field)
     try:
-        yield path
+        with undone_on_fs_error(path):  # a full disk or read-only file: what the body wrote goes too
+            yield path
     except BaseException:
         for p in created:
             try:

@@ -57,6 +57,15 @@ def _is_count(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def check_models_dir(run_dir, spec: str) -> None:
+    """ConfigError if a run that saves models (``spec`` not ``none``) finds ``RUN/models`` taken by something
+    that is not a directory: checked before any round, not found when the first models are saved."""
+    root = Path(run_dir) / "models"
+    if str(spec).strip() != "none" and (root.exists() or root.is_symlink()) and not root.is_dir():
+        raise ConfigError(f"invalid save_models={spec!r}: {str(root)!r} is a file, not a directory, so no model "
+                          "can be saved there; move it away, or give --save-models none")
+
+
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
     """Where the model of ``pair``'s trajectory ``traj`` after round ``t`` is saved."""
     return Path(run_dir) / "models" / f"round_{t}" / f"pair{pair}_{traj}.pt"
@@ -94,6 +103,9 @@ def load_models(run_dir, t: int) -> list:
     pairs = []
     while model_path(run_dir, t, len(pairs), "a").is_file():
         pairs.append([_load_state(model_path(run_dir, t, len(pairs), traj)) for traj in TRAJ])
+    if not pairs:
+        raise ConfigError(f"invalid round={t}: {str(model_path(run_dir, t, 0, 'a').parent)!r} holds no saved model "
+                          "(pair0_a.pt missing: a save cut off, or files moved); rerun the run with --save-models")
     return pairs
 
 

@@ -112,13 +112,40 @@ def _check_reachable(address: str, given: str | None = None) -> None:
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     require(bool(sep and host) and port.isascii() and port.isdigit(), "address", address,
             "HOST:PORT of a Ray cluster, auto, or local")  # ASCII digits: '²' passes isdigit, then fails int
+    where = f"{given!r}: it names {address}, where" if given else f"{address!r}:"
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        grpc = _speaks_grpc(host.strip("[]"), int(port))
     except OSError as e:
-        where = f"{given!r}: it names {address}, where" if given else f"{address!r}:"
         raise ConfigError(f"invalid address={where} no Ray cluster answers ({e.strerror or type(e).__name__}; a "
                           f"stale record of a stopped cluster? start one with `ray start --head`, or use "
                           f"--address local)") from None
+    if not grpc:
+        raise ConfigError(f"invalid address={where} something other than a Ray cluster listens (it does not "
+                          "answer as Ray's gRPC server does; the dashboard's port is not the cluster's: give the "
+                          "port `ray start --head` printed, 6379 by default)")
+
+
+# The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, Ray Client) answers with a
+# SETTINGS frame of its own (frame type 4 in the 4th byte of its 9-byte header); an HTTP/1 server, a database
+# or anything else does not, and ray.init would wait on it for minutes
+HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _speaks_grpc(host: str, port: int) -> bool:
+    """Whether the server at ``host:port`` answers the HTTP/2 preface as a gRPC server does (``OSError`` where
+    nothing accepts the connection); within ``CONNECT_TIMEOUT_S``."""
+    with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as conn:
+        conn.sendall(HTTP2_HELLO)
+        head = b""
+        try:
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return len(head) == 9 and head[3] == 4
 
 
 def make_executor(name: str, workers: int = 1, address: str | None = None):
@@ -127,4 +154,6 @@ def make_executor(name: str, workers: int = 1, address: str | None = None):
     if name == "ray":
         require(address is not None, "address", address, "--address HOST:PORT, auto or local for --executor ray")
         return RayExecutor(address)
+    require(address is None, "address", address, "only with --executor ray (the local executor runs jobs in "
+            "processes of this machine); add --executor ray, or leave --address out")
     return LocalExecutor(workers)

@@ -24,6 +24,7 @@ def execute_job(config: dict) -> dict:
     from stabkit.config.runconfig import RunConfig
     from stabkit.errors import DiskFull
     from stabkit.run.experiment import run_pair
+    from stabkit.store.fserrors import FileSystemRefused
 
     threads = torch.get_num_threads()
     torch.set_num_threads(JOB_THREADS)
@@ -32,7 +33,7 @@ def execute_job(config: dict) -> dict:
         with tempfile.TemporaryDirectory(prefix="stabkit-job-") as tmp:
             try:
                 summary = run_pair(RunConfig.from_dict(config), out=Path(tmp) / "run")
-            except DiskFull:  # every further job would fail alike: stop the sweep with one line
+            except (DiskFull, FileSystemRefused):  # every further job would fail alike: stop the sweep, one line
                 raise
             except Exception as e:  # a crashing job is recorded, not fatal to the sweep
                 return {"files": {}, "summary": None, "error": f"{type(e).__name__}: {e}".splitlines()[0],
@@ -47,5 +48,7 @@ def execute_job(config: dict) -> dict:
     error = None
     if summary["status"] == "diverged":
         error = f"diverged: {summary['diverged_reason']} at round {summary['diverged_round']}"
+    elif summary["status"] == "failed":  # a plug-in's hook failed mid-run: its one-line reason
+        error = summary["failed_reason"]
     summary.pop("out", None)
     return {"files": files, "summary": summary, "error": error, "wall_s": time.perf_counter() - start}

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json, atomic_write_text
+from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
@@ -37,9 +38,17 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     jobs = spec.jobs()  # validates every job before anything is written
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
-    root = prepare_dir(out)
-    with sweep_lock(root):
-        return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+    with undone_on_fs_error(out, keep=lambda: has_finished_jobs(out)):  # nothing finished: nothing worth keeping
+        root = prepare_dir(out)
+        with sweep_lock(root):
+            return _drive(spec, jobs, root, executor, force, retry_failed, progress)
+
+
+def has_finished_jobs(root) -> bool:
+    """Whether the sweep directory ``root`` holds a finished job's run directory (``jobs/<id>/``; a job being
+    written is a hidden ``jobs/.<id>.tmp``)."""
+    jobs = Path(root) / "jobs"
+    return jobs.is_dir() and any(p.is_dir() and not p.name.startswith(".") for p in jobs.iterdir())
 
 
 def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifest:
@@ -65,19 +74,27 @@ def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifes
 
 
 def check_job_data(jobs: list) -> None:
-    """Check every job on its task (built once per distinct task and options); a one-line error names the job."""
-    from stabkit.run.preflight import build_checked_task, check_run  # imported on use: torch
+    """Check every job on its task (built once per distinct task and options), a plug-in algorithm's hooks
+    on a round of its first job per task and hyperparameters, exactly as ``stabkit pair`` tries them; a
+    one-line error names the job."""
+    from stabkit.algorithms import ALGORITHMS
+    from stabkit.run.assembly import try_plugin_round  # imported on use: torch
+    from stabkit.run.preflight import build_checked_task, check_run
 
     by_task: dict = {}
     for job in jobs:
         cfg = RunConfig.from_dict(job.config)
         by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
     for group in by_task.values():
-        task = None
+        task, tried = None, set()
         for job, cfg in group:
             try:
                 task = task or build_checked_task(cfg)
                 check_run(cfg, task)
+                plugin = (cfg.algo, json.dumps(cfg.hp, sort_keys=True, default=str))
+                if cfg.algo not in ALGORITHMS and plugin not in tried:
+                    tried.add(plugin)
+                    try_plugin_round(cfg, task)  # builds the run and tries its hooks on round 1; writes nothing
             except ConfigError as e:
                 raise ConfigError(f"{e} (sweep job {job.id})") from None
 

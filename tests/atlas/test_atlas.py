@@ -1,7 +1,7 @@
 """``stabkit atlas`` at CI size (the ``ci`` suite: 3 tasks x 2 perturbations, 16 rounds, FedAvg, SCAFFOLD and
 FedAdam, one seed): the page and its tables, the claims that hold with margin at this size, the learning
 floor, resuming, bad input, ``stabkit report --html``; the page in headless Chromium
-(tests/test_atlas_browser.py)."""
+(tests/atlas/test_atlas.py)."""
 import json
 import re
 
@@ -231,3 +231,68 @@ def test_workers_default_to_one_per_usable_cpu(tmp_path, capsys):
                              str(tmp_path / "a")], capsys)
     assert code == 0, err
     assert f"on {len(usable_cpus())} worker(s)" in stdout and not (tmp_path / "a").exists()
+
+
+QUICK = ["--set", "task=quadratic", "--set", "rounds=6", "--set", "pairs=2", "--set", "clients=6", "--set",
+         "heldout_clients=2", "--set", "constants=false", "--quiet"]
+
+
+def test_a_plugin_failing_mid_run_fails_its_jobs_with_its_reason_and_is_listed_failed(tmp_path, capsys):
+    """A plug-in whose server_update raises in round 5 (round 1, tried up front, works): the sweep exits 2 with
+    one line naming the job and the plug-in's reason, the job keeps rounds 0-4, the page lists it as failed,
+    unranked."""
+    sweep = tmp_path / "sw"
+    code, _, err = cli(["sweep", *QUICK, "--axis", "algo=fedavg,tests.plugin_fixtures:RaisesInRound5",
+                        "--out", str(sweep)], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert ("1 of 2 jobs failed: algo=tests.plugin_fixtures_RaisesInRound5: invalid algo='tests.plugin_fixtures:"
+            "RaisesInRound5': its server_update raised RuntimeError: the plug-in's own bug in round 5") in err
+    job = next(p for p in (sweep / "jobs").iterdir() if "RaisesInRound5" in p.name)
+    assert sorted(set(pd.read_csv(job / "metrics.csv")["round"])) == [0, 1, 2, 3, 4]
+    assert json.loads((job / "summary.json").read_text())["status"] == "failed"
+    code, _, err = cli(["report", str(sweep), "--no-plot", "--html"], capsys)
+    assert code == 0, err
+    cells = pd.read_csv(sweep / "report" / "cells.csv")
+    plugin, fedavg = cells[cells["algo"] != "fedavg"].iloc[0], cells[cells["algo"] == "fedavg"].iloc[0]
+    assert plugin["status"].startswith("failed: invalid algo='tests.plugin_fixtures:RaisesInRound5'")
+    assert np.isnan(plugin["rank"]) and fedavg["rank"] == 1
+
+
+@pytest.mark.parametrize("plugin,needle", [
+    ("ServerDropsPairs", "its server_update returned x of shape [2, "),
+    ("PromotesToFloat64", "its server_update returned server state 'm' of dtype torch.float64, expected "
+                          "torch.float32"),
+])
+def test_sweeps_and_atlases_try_plugins_up_front_as_pair_does(tmp_path, capsys, plugin, needle):
+    for args in (["sweep", *QUICK, "--axis", f"algo=fedavg,tests.plugin_fixtures:{plugin}"],
+                 ["atlas", "--suite", "ci", "--algos", f"fedavg,tests.plugin_fixtures:{plugin}", "--no-projection",
+                  "--quiet"]):
+        out = tmp_path / args[0]
+        code, _, err = cli([*args, "--out", str(out)], capsys)
+        assert code == 2 and err.count("\n") == 1 and needle in err and "(sweep job " in err, err
+        assert not out.exists()
+
+
+def test_a_job_whose_metrics_hold_only_the_header_is_reported_empty(tmp_path, capsys):
+    sweep = tmp_path / "sw"
+    assert cli(["sweep", *QUICK, "--axis", "lr=0.05,0.1", "--out", str(sweep)], capsys)[0] == 0
+    metrics = sweep / "jobs" / "lr=0.1" / "metrics.csv"
+    metrics.write_text(metrics.read_text().splitlines()[0] + "\n")
+    code, _, err = cli(["report", str(sweep), "--no-plot", "--html"], capsys)
+    assert code == 0, err
+    cells = pd.read_csv(sweep / "report" / "cells.csv").set_index("name")
+    assert cells.loc["FedAvg, lr 0.1", "status"] == "failed: empty: metrics.csv holds no round, only its header"
+    assert cells.loc["FedAvg, lr 0.05", "rank"] == 1
+
+
+def test_a_page_of_jobs_that_all_failed_before_their_first_round_lists_them(tmp_path, capsys):
+    sweep = tmp_path / "sw"
+    assert cli(["sweep", *QUICK, "--axis", "lr=0.05,0.1", "--out", str(sweep)], capsys)[0] == 0
+    for metrics in (sweep / "jobs").glob("*/metrics.csv"):
+        metrics.unlink()
+    code, _, err = cli(["report", str(sweep), "--no-plot", "--html", "--out", str(tmp_path / "rep")], capsys)
+    assert code == 2 and "no job has metrics yet" in err  # the report refuses: there is nothing to show
+    from stabkit.atlas.cells import cell_table, read_jobs
+
+    cells = cell_table(read_jobs(sweep))  # the atlas's table of such a sweep: every cell listed, none ranked
+    assert list(cells["status"]) == ["failed: done", "failed: done"] and cells["rank"].isna().all()

@@ -254,7 +254,15 @@ PAIR = [
                              f"[1, 2, {DIGITS_D}]"),
         ("UploadsNotADict", "its client_final returned uploads as a Tensor, expected a non-empty dict"),
         ("HookRaises", "its server_update raised KeyError: 'momentum'"),
+        ("PromotesToFloat64", "its server_update returned server state 'm' of dtype torch.float64, expected "
+                              "torch.float32: every tensor a hook returns keeps the run's dtype"),
     ]],
+    # --estimate: a --data-dir that is not a directory is named before anything is timed
+    (["--task", "cifar10", "--data-dir", "@afile", "--estimate"], "data_dir="),
+    (["--task", "cifar10", "--data-dir", "no/such/folder", "--estimate"], "invalid data_dir='no/such/folder': "
+                                                                          "no such directory"),
+    (["--out", "n" * 300], "has 300 bytes, more than the 255 a file name may have"),
+    (["--out", "@afile/below"], "is a file, so no directory can be created under it"),
     (["--model", f"{PLUG}:three_outputs"], "returns outputs of shape [2, 3] for a batch of 2, the classification "
                                            "task 'digits' needs [2, 10]"),
     (["--model", f"{PLUG}:wrong_width"], "its forward pass on the task's inputs (shape [batch, 1, 8, 8]) raised"),
@@ -291,20 +299,36 @@ SWEEP = [
     (["--set", f"pairs={10 ** 6}"], "available"),
     (["--set", "algo=fedsagd", "--set", "hp.beta=.nan"], "beta=nan"),
     (["--set", "seed=-1"], "seed=-1"),
+    (["--set", "rounds=10^22"], "invalid rounds='10^22'"),
+    (["--set", f"rounds={10 ** 22}"], f"invalid rounds={10 ** 22}: at most 9223372036854775807"),
+    (["--set", "save_models=every:0"], "invalid save_models='every:0'"),
+    (["--address", "127.0.0.1:6379"], "invalid address='127.0.0.1:6379': only with --executor ray"),
+    (["--out", "x" * 300], "has 300 bytes"),
+    (["--axis", f"algo=fedavg,{PLUG}:PromotesToFloat64"], "dtype torch.float64, expected torch.float32"),
 ]
+
+
+def sweep_command(args: list) -> list:
+    """The ``stabkit sweep`` command line of a SWEEP case: a tiny sweep unless the case sets a key itself."""
+    base = [] if "--out" in args else ["--out", "sw"]
+    base += [] if "--axis" in args else ["--axis", "local_steps=1,2"]
+    for key in ("rounds=2", "pairs=1"):
+        base += [] if f"--set {key.split('=')[0]}=" in " ".join(args) else ["--set", key]
+    return ["sweep", *base, *args, "--quiet"]
 
 
 @pytest.mark.parametrize("args,needle", SWEEP, ids=[" ".join(a) for a, _ in SWEEP])
 def test_sweep(tmp_path, capsys, monkeypatch, args, needle):
-    base = [] if "--out" in args else ["--out", "sw"]
-    base += [] if "--axis" in args else ["--axis", "local_steps=1,2"]
-    for key in ("rounds=2", "pairs=1"):  # a tiny sweep unless the case sets the key itself
-        base += [] if f"--set {key.split('=')[0]}=" in " ".join(args) else ["--set", key]
-    check_refused(["sweep", *base, *args, "--quiet"], needle, tmp_path, capsys, monkeypatch, max_s=30)
+    check_refused(sweep_command(args), needle, tmp_path, capsys, monkeypatch, max_s=30)
 
 
 OTHER = [
     (["presets", "extra"], "extra"),
+    (["presets", "fedsagd-cifar10", "--estimate", "--data-dir", "@afile"], "invalid data_dir="),
+    (["atlas", "--suite", "ci", "--ci-target", "0.1", "--no-top-up"], "invalid ci_target=0.1: --ci-target asks for "
+                                                                      "a top-up that --no-top-up turns off"),
+    (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
+    (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
@@ -320,6 +344,30 @@ def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
     """No cluster at HOST:PORT: refused at once (ray.init would retry for minutes), naming the address."""
     check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", "@port"],
                   "invalid address='127.0.0.1:", tmp_path, capsys, monkeypatch, max_s=10)
+
+
+@pytest.mark.parametrize("command", [["sweep", "--out", "sw", "--axis", "seed=0,1"],
+                                     ["atlas", "--suite", "ci", "--algos", "fedavg", "--out", "at"]])
+def test_ray_address_where_something_else_listens_is_refused_within_seconds(tmp_path, capsys, monkeypatch, command):
+    """An HTTP server on 127.0.0.1 (e.g. a dashboard port given for the cluster's): it accepts connections but
+    is no Ray cluster (ray.init would wait on it for minutes); refused, and no sweep folder nor sweep.lock."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # the server's own log would be a second line on stderr
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        check_refused([*command, "--executor", "ray", "--address", address],
+                      f"invalid address='{address}': something other than a Ray cluster listens", tmp_path, capsys,
+                      monkeypatch, max_s=10)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_local_rounds_given_as_one_integer_in_a_config_file(tmp_path, capsys):
@@ -380,6 +428,7 @@ DAMAGE = {
     "corrupt_config": lambda run: (run / "config.json").write_text('{"algo": "fedavg", '),
     "list_config": lambda run: (run / "config.json").write_text("[1, 2]"),
     "header_only": lambda run: (run / "metrics.csv").write_text((run / "metrics.csv").read_text().split("\n")[0] + "\n"),
+    "empty_round": lambda run: [p.unlink() for p in (run / "models" / "round_2").iterdir()],
 }
 DAMAGE_MESSAGE = {
     "truncated_model": "pair0_a.pt': cannot read it", "empty_model": "pair0_b.pt': cannot read it (EOFError)",
@@ -387,6 +436,7 @@ DAMAGE_MESSAGE = {
     "other_architecture": "parameter '1.weight' has shape [3, 64], the run's model [8, 64]",
     "corrupt_config": "config.json': not valid json (Expecting", "list_config": "config.json': expected a mapping",
     "header_only": "metrics.csv holds no round, only its header",
+    "empty_round": "models/round_2' holds no saved model (pair0_a.pt missing",
 }
 
 
@@ -407,6 +457,17 @@ FLATNESS = [
     (["landscape", "run", "--pair", "-1"], "invalid pair=-1"),
     (["landscape", "run", "--pair", "2"], "invalid pair=2: a pair index below 2"),
     (["landscape", "run", "--points", "1000000"], "1000000 x 1000000 landscape grid needs at least"),
+    # knobs checked against what can be computed, before computing
+    (["sharpness", "run", "--probes", "100000000"], "invalid probes=100000000: at most 10,000"),
+    (["sharpness", "run", "--directions", "100000000"], "invalid directions=100000000: at most 10,000"),
+    (["sharpness", "run", "--sam-steps", "100000000"], "invalid sam_steps=100000000: at most 1,000"),
+    (["sharpness", "run", "--fraction", "1e-9"], "invalid fraction=1e-09: at least 0.0"),
+    (["sharpness", "run", "--radius", "0.01,,0.05"], "invalid radius='0.01,,0.05': comma-separated numbers > 0, "
+                                                     "no empty item"),
+    (["sharpness", "run", "--radius", "0.01,"], "no empty item"),
+    (["landscape", "run", "--span", "1e300"], "invalid span=1e+300: a positive number at most 100"),
+    (["landscape", "run", "--span", "nan"], "invalid span=nan"),
+    (["landscape", "run", "--fraction", "1e-9"], "invalid fraction=1e-09: at least 0.0"),
     *[([command, "run", f"@{damage}"], DAMAGE_MESSAGE[damage]) for damage in DAMAGE if damage != "header_only"
       for command in ("sharpness", "landscape")],
     # analysis: options that only shape figures need --plot; a refused analysis leaves no figure folder
@@ -426,7 +487,8 @@ def test_saved_run(saved_run, tmp_path, capsys, monkeypatch, args, needle):
     for name in damage:
         DAMAGE[name[1:]](tmp_path / "run")
     args = [a for a in args if a not in damage]
-    extra = {"sharpness": ["--probes", "1", "--directions", "1"], "landscape": ["--no-plane"]}.get(args[0], [])
+    cheap = {"sharpness": [("--probes", "1"), ("--directions", "1")], "landscape": [("--no-plane",)]}.get(args[0], [])
+    extra = [a for option in cheap if option[0] not in args for a in option]  # a case's own value is not overridden
     check_refused([*args, *extra], needle, tmp_path, capsys, monkeypatch)
 
 
@@ -438,3 +500,18 @@ def test_report_refused_leaves_no_report_folder(tmp_path, capsys, monkeypatch):
     check_refused(["report", "sw", "--no-plot"], "no job has metrics yet", tmp_path, capsys, monkeypatch)
     check_refused(["report", "sw", "--no-plot", "--out", "a/b"], "no job has metrics yet", tmp_path, capsys,
                   monkeypatch)
+
+
+def test_atlas_help_prints_percent_signs_once(capsys):
+    code, out, _ = cli(["atlas", "--help"], capsys)
+    assert code == 0 and "95% half-width" in out.replace("\n", " ") and "%%" not in out
+
+
+def test_sweep_set_save_models_none_means_what_it_means_in_a_spec(tmp_path, capsys):
+    """``--set save_models=none`` is the documented word, as ``save_models: none`` in a YAML spec, not null."""
+    code, _, err = cli(["sweep", "--set", "task=quadratic", "--set", "rounds=1", "--set", "pairs=1", "--set",
+                        "constants=false", "--set", "save_models=none", "--axis", "lr=0.05,0.1", "--out",
+                        str(tmp_path / "sw"), "--quiet"], capsys)
+    assert code == 0, err
+    for job in (tmp_path / "sw" / "jobs").iterdir():
+        assert json.loads((job / "config.json").read_text())["save_models"] == "none"

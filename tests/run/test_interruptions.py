@@ -92,5 +92,15 @@ def test_full_disk_during_sweep_stops_it_with_one_line(tmp_path, capsys, monkeyp
                           "--set", "constants=false", "--axis", "lr=0.05,0.1", "--out", str(tmp_path / "s"),
                           "--quiet"], capsys)
     assert code == 2 and err.count("\n") == 1 and "no space left on the device" in err, err
+    assert f"removed what this command had written to '{tmp_path / 's'}'" in err
+    assert not (tmp_path / "s").exists()  # no job finished: nothing worth keeping
+
+
+def test_full_disk_after_a_finished_job_keeps_the_sweep_resumable(tmp_path, capsys, monkeypatch):
+    _full_disk_on(monkeypatch, "summary.json", after=2)  # job 1's run and its stored copy; job 2's run fails
+    code, out, err = cli(["sweep", "--set", "task=quadratic", "--set", "rounds=2", "--set", "pairs=1",
+                          "--set", "constants=false", "--axis", "lr=0.05,0.1", "--out", str(tmp_path / "s"),
+                          "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no space left on the device" in err, err
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
-    assert [r["state"] for r in manifest["jobs"].values()] == ["running", "pending"]  # resumable as it is
+    assert [r["state"] for r in manifest["jobs"].values()] == ["done", "running"]  # resumable as it is

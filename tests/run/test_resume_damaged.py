@@ -2,6 +2,7 @@
 empty or foreign checkpoints, logs shorter than the checkpoint says (no resumed run with a hole in it),
 corrupt config files. An earlier checkpoint of the same run is legitimate: it recomputes the later rounds."""
 import hashlib
+import json
 import shutil
 
 import pytest
@@ -49,12 +50,40 @@ def _write(name, data: bytes):
     return lambda run, root: (run / name).write_bytes(data)
 
 
-def _foreign(variant):
-    return lambda run, root: shutil.copy(root / variant / "checkpoint.pt", run / "checkpoint.pt")
+def _foreign(variant, fingerprint=False):
+    """Another run's checkpoint swapped in; without its fingerprint (as stabkit wrote them before fingerprints)
+    unless ``fingerprint``, so the checks of its shapes and initial model are reached."""
+    def swap(run, root):
+        ck = torch.load(root / variant / "checkpoint.pt", weights_only=False)
+        if not fingerprint:
+            ck.pop("fingerprint")
+        torch.save(ck, run / "checkpoint.pt")
+    return swap
 
 
 def _torch_save(obj):
     return lambda run, root: torch.save(obj, run / "checkpoint.pt")
+
+
+def _edit_config(**changes):
+    def edit(run, root):
+        cfg = json.loads((run / "config.json").read_text())
+        cfg.update(changes)
+        (run / "config.json").write_text(json.dumps(cfg))
+    return edit
+
+
+def _replace_in_line(name, line, old, new):
+    def edit(run, root):
+        text = (run / name).read_text().splitlines(keepends=True)
+        text[line] = text[line].replace(old, new, 1)
+        (run / name).write_text("".join(text))
+    return edit
+
+
+def _models_a_file(run, root):
+    shutil.rmtree(run / "models")
+    (run / "models").write_text("not a directory\n")
 
 
 def _truncate_checkpoint(run, root):
@@ -88,6 +117,11 @@ DAMAGED = [
     ("another model size's checkpoint", _foreign("dim7"), "of shape (2, 2, 7)"),
     ("more clients' checkpoint", _foreign("clients10"), "client_state['c_i'] of shape (2, 2, 16, 10)"),
     ("float64 run's checkpoint", _foreign("float64"), "torch.float64"),
+    ("another seed's checkpoint, fingerprinted", _foreign("seed1", True), "seed (1 -> 0)"),
+    ("more pairs' checkpoint, fingerprinted", _foreign("pairs3", True), "pairs (3 -> 2)"),
+    ("another algorithm's checkpoint, fingerprinted", _foreign("fedavg", True), "algo ('fedavg' -> 'scaffold')"),
+    ("another model size's checkpoint, fingerprinted", _foreign("dim7", True), "quad_dim (7 -> 10)"),
+    ("float64 run's checkpoint, fingerprinted", _foreign("float64", True), "dtype ('float64' -> 'float32')"),
     ("metrics.csv shorter than the checkpoint", _keep_lines("metrics.csv", lambda n: range(15)),
      "metrics.csv lacks rounds 7-12"),
     ("metrics.csv with a hole", _keep_lines("metrics.csv", lambda n: [i for i in range(n) if i not in (9, 10)]),
@@ -100,6 +134,22 @@ DAMAGED = [
     ("metrics.csv without a disc column", _write("metrics.csv", b"round,pair\n0,0\n"), "lacks the column disc"),
     ("local.csv only its header", _keep_lines("local.csv", lambda n: [0]), "local.csv lacks local rounds 0, 8"),
     ("local.csv missing", lambda run, root: (run / "local.csv").unlink(), "local.csv is missing"),
+    ("config.json: algorithm edited", _edit_config(algo="fedavg"), "algo ('scaffold' -> 'fedavg')"),
+    ("config.json: lr edited", _edit_config(lr=0.5), "another experiment than checkpoint.pt was written by: "
+     "lr (0.05 -> 0.5); nothing was changed"),
+    ("config.json: perturbation edited", _edit_config(perturb="sample"), "perturb ('client' -> 'sample')"),
+    ("config.json: three fields edited", _edit_config(lr=0.5, seed=3, local_steps=4),
+     "local_steps (3 -> 4); lr (0.05 -> 0.5); seed (0 -> 3)"),
+    ("config.json: a task option edited", _edit_config(task_options={"clients": 8, "samples_per_client": 20,
+                                                                     "quad_noise": 0.1}),
+     "quad_noise (0.5 -> 0.1)"),
+    ("config.json: data seed edited", _edit_config(data_seed=9), "data_seed (0 -> 9)"),
+    ("config.json: hyperparameter added", _edit_config(hp={"control": "I"}), "hp ({} -> {'control': 'I'})"),
+    ("local.csv: a round that is not a number", _replace_in_line("local.csv", 1, "0,", "x,"),
+     "local.csv has a round 'x' in line 2, not an integer"),
+    ("local.csv: a fractional round", _replace_in_line("local.csv", 3, "0,", "0.5,"),
+     "local.csv has a round '0.5' in line 4"),
+    ("models/ a regular file", _models_a_file, "/models' is a file, not a directory"),
     ("config.json corrupt", _write("config.json", b"{oops"), "config.json': not valid json"),
     ("config.json binary", _write("config.json", bytes(range(128, 256))), "not valid json"),
     ("config.json a list", _write("config.json", b"[1]"), "expected a mapping"),
