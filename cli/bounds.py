@@ -51,7 +51,7 @@ def _holds(h) -> str:
 def _libra_fit(lib: dict) -> str:
     """The §3.4 fit line: its T* only when both coefficients are identified (off their bound 0)."""
     coefs = ", ".join(f"{k} = {lib[k]:.3g}" + _unconstrained(lib[k], lib[k + ".ci"]) for k in ("phi1", "phi2"))
-    head = f"Libra §3.4 fit e_t = phi1 s_t + phi2 g_t (phi >= 0): {coefs}"
+    head = f"Libra excess-risk fit e_t = phi1 s_t + phi2 g_t (phi >= 0): {coefs}"
     if lib["fit_degenerate"]:
         what = ("the stability term is not identified by this run" if "phi1" in lib["fit_on_bound"]
                 else "the gradient term is not identified by this run")
