@@ -160,6 +160,8 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
+    from stabkit.algorithms import resolve_hp
+
     _tensorboard(tensorboard, None)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
@@ -170,6 +172,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
 
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
+        resolve_hp(cfg.algo, cfg.hp)
         out_dir = _checked_out_dir(out, overwrite, cfg.save_models)
     summary, out_dir = _built_and_run(cfg, out_dir, resume_dir is not None, quiet, overwrite, label)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
