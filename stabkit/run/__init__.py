@@ -1,6 +1,8 @@
 """One paired run from configuration to run directory.
 
 ``preflight`` (every check made before a run: task data, algorithm, model, batch size, device, memory),
+``assembly`` (a checked run's parts allocated: data, model, engine; shared with the sweeps' plug-in trial),
+``fingerprint`` (the experiment-defining fields a resume must find unchanged),
 ``init`` (initial parameters), ``experiment`` (``PairedRun`` / ``run_pair``: build and step the run),
 ``roundlog`` (the rows each round logs), ``recorder`` (the run written into its directory: logs,
 checkpoints, constants, summary), ``constants`` (L, sigma, ... estimated from the run's models and data),

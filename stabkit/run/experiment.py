@@ -83,6 +83,11 @@ class PairedRun:
         """Logged row groups (column dicts) not yet in metrics.csv (all of them, without a run directory)."""
         return self.log.rows
 
+    @property
+    def local_rows(self) -> list:
+        """Logged local-discrepancy row groups not yet in local.csv (all of them, without a run directory)."""
+        return self.log.local_rows
+
     def step(self):
         """Run the next round (``self.t + 1``) and log it: one metrics row per pair (evaluated every
         ``eval_every`` rounds and at the last), local discrepancies at ``local_rounds``. The first call also

@@ -1,7 +1,8 @@
 """The run store: the file formats of a run directory, below everything that writes or reads runs.
 
 ``atomic`` (every atomic write: text, JSON, CSV, ``torch.save``), ``filemode`` (files get the umask's mode),
-``outdir`` (output directories checked before work), ``mapping`` (the one reader of a mapping from a YAML or
+``outdir`` (output directories checked before work), ``fserrors`` (a full disk, a read-only folder or a name
+too long as one line, and what was written removed), ``mapping`` (the one reader of a mapping from a YAML or
 JSON file: configs, specs, a run's JSON files), ``runstore`` (run directories and ``load_run``), ``metricslog``
 (the append-only metric logs), ``checkpoint`` (the whole state of a run after a round, for ``--resume``),
 ``saved_models`` (global models as state dicts), ``summary`` (``summary.json``) and ``tensorboard`` (a run's

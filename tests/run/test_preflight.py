@@ -37,7 +37,7 @@ def test_job_validation_does_not_import_the_round_loop(validator):
 
 def test_the_atlas_checks_its_jobs_with_the_sweeps_check():
     tree = ast.parse((ROOT / "stabkit" / "atlas" / "runner.py").read_text())
-    run_atlas = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_atlas")
+    run_atlas = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "plan_atlas")
     imports = {(n.module, a.name) for n in ast.walk(run_atlas) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert ("stabkit.sweep.runner", "check_job_data") in imports
 
