@@ -49,6 +49,10 @@ from stabkit.extras import require_extra
 # orders above 64, which only matter for epsilons well below 1
 ORDERS = (1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0)
 GRID = 1.05  # measured sensitivity ratios are rounded up to powers of this
+# The library's RDP of a sampled Gaussian loses all precision for noise multipliers far above this (a log of
+# 1 - e^{-x} with x below machine epsilon: "math domain error"); a round measured with a smaller sensitivity
+# (one differing sample among thousands) is accounted at this noise instead, which only raises its epsilon.
+SIGMA_CAP = 1e4
 RELATION = "replace one client: the mean of the s clipped deltas moves by at most 2C/s"
 SAMPLING = "fixed-size cohorts: s of the M clients uniformly without replacement, independently each round"
 
@@ -121,7 +125,7 @@ def _rdp(schedule: Schedule, counts: Counter, delta: float) -> float:
 
     accountant = dpa.rdp.RdpAccountant(list(ORDERS), dpa.NeighboringRelation.REPLACE_ONE)
     for r, n in counts.items():
-        gaussian = ev.GaussianDpEvent(schedule.noise_multiplier / 2 / r)
+        gaussian = ev.GaussianDpEvent(min(schedule.noise_multiplier / 2 / r, SIGMA_CAP))
         accountant.compose(ev.SampledWithoutReplacementDpEvent(schedule.clients, schedule.sampled, gaussian), n)
     return float(accountant.get_epsilon(delta))
 

@@ -10,7 +10,7 @@ from scipy import optimize, stats
 from stabkit import RunConfig
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
-from stabkit.privacy.accountant import Schedule, epsilons
+from stabkit.privacy.accountant import SIGMA_CAP, Schedule, epsilons
 from stabkit.run.experiment import run_pair
 
 DELTA = 1e-5
@@ -71,6 +71,18 @@ def test_measured_epsilon_never_exceeds_the_accountants(sampled):
     unmeasured = epsilons(schedule, DELTA, np.full(schedule.rounds, np.nan))
     assert unmeasured == worst  # rounds without a measurement take the worst case
     assert epsilons(schedule, DELTA, np.zeros(schedule.rounds))["epsilon"] == 0.0
+
+
+def test_a_tiny_measured_sensitivity_is_accounted_at_the_capped_noise():
+    """One differing sample moves a sampled round's mean by ~1e-6 of the worst case: the library's sampled RDP
+    fails at such noise ("math domain error"), so the round counts at SIGMA_CAP, a small positive epsilon
+    below the worst case's (found by a DP-FedAvg atlas cell with sample perturbation)."""
+    schedule = Schedule(rounds=50, clients=20, sampled=4, clip=1.0, noise_multiplier=1.0)
+    tiny = np.full(schedule.rounds, 1e-6 * schedule.sensitivity)
+    got = epsilons(schedule, DELTA, tiny)
+    assert 0 < got["rdp"] < epsilons(schedule, DELTA)["rdp"] and 0 <= got["pld"] < 1e-3
+    capped = Schedule(rounds=50, clients=20, sampled=4, clip=1.0, noise_multiplier=2 * SIGMA_CAP)
+    assert got["rdp"] == pytest.approx(epsilons(capped, DELTA)["rdp"])  # the same events, at the cap
 
 
 def test_no_noise_is_infinite_epsilon_no_round_is_zero_and_delta_must_be_in_0_1():
