@@ -166,6 +166,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
+        resolve_hp(cfg.algo, cfg.hp)
         out_dir = Path(resume_dir)
     else:
         from stabkit.store.runstore import require_out
@@ -182,12 +183,10 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
 def _built_and_run(cfg, out_dir, resume: bool, quiet: bool, overwrite: bool, label) -> tuple:
     """Build the run of ``cfg``, run (or resume) it into ``out_dir`` (None: the default one) and print its
     summary (a DP run's epsilons too); ``(summary, run directory)``."""
-    from stabkit.algorithms import resolve_hp
     from stabkit.privacy.runfile import summary_line
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary
 
-    resolve_hp(cfg.algo, cfg.hp)
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
     summary = _run_with_progress(run, out_dir, resume, quiet, overwrite, label)

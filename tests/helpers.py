@@ -117,3 +117,14 @@ def assert_equal_to_rounding(got, want, ulps: int = ROUNDING_ULPS, what: str = "
     diff = np.abs(np.nan_to_num(got - want)).max(initial=0.0)
     scale = max(1.0, float(np.abs(np.nan_to_num(want)).max(initial=0.0)))
     assert diff <= ulps * eps * scale, f"{what}: differs by {diff:.3g} > {ulps} eps x {scale:.3g}"
+
+
+def fast_path_outputs(m, th, x, y, w, ws) -> tuple:
+    """Everything a fast path of ``FlatModel`` ``m`` computes, to hold against the generic path: minibatch
+    gradients (plain, masked), evaluation on shared and on per-model data, forward losses; and, apart, the
+    correctness counts (discrete, compared exactly)."""
+    g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
+    g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
+    g_own, loss_own, corr_own = m.evaluate_own(th, x, y, ws)  # every model on data of its own
+    loss, corr = m.losses(th, x[0], y[0])
+    return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]

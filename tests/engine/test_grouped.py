@@ -11,7 +11,7 @@ from stabkit.engine.grouped import GroupedModel, compile_grouped
 from stabkit.flatness.objective import Objective
 from stabkit.models.lstm import CharLSTM
 from stabkit.models.resnet import ResNet18GN
-from tests.helpers import assert_equal_to_rounding
+from tests.helpers import assert_equal_to_rounding, fast_path_outputs
 
 
 class Residual(nn.Module):
@@ -58,13 +58,6 @@ class Twice(nn.Module):
 MODELS = {"residual": (Residual, (2, 4, 4)), "one_pixel": (OnePixel, (2, 1, 1)), "twice": (Twice, (2, 3, 3))}
 
 
-def _outputs(m: FlatModel, th, x, y, w, ws):
-    g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
-    g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
-    g_own, loss_own, corr_own = m.evaluate_own(th, x, y, ws)  # every model on data of its own
-    loss, corr = m.losses(th, x[0], y[0])
-    return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
-
 
 @pytest.mark.parametrize("name", ["resnet18_gn", "residual", "residual_bmm", "one_pixel", "twice"])
 def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
@@ -83,9 +76,9 @@ def test_grouped_model_equals_torch_func_in_float64(name, monkeypatch):
     x = torch.randn(P, B, *shape, dtype=torch.float64)
     y = torch.randint(0, m.module(x[0]).shape[-1], (P, B))
     w, ws = (torch.rand(P, B) > 0.3).to(torch.float64), torch.rand(P, B, dtype=torch.float64)
-    fast, fast_exact = _outputs(m, th, x, y, w, ws)
+    fast, fast_exact = fast_path_outputs(m, th, x, y, w, ws)
     m.fast = None
-    ref, ref_exact = _outputs(m, th, x, y, w, ws)
+    ref, ref_exact = fast_path_outputs(m, th, x, y, w, ws)
     for a, b in zip(fast, ref):
         assert a.shape == b.shape and a.abs().max() > 0
         assert (a - b).abs().max() <= 1e-12 * max(1.0, float(b.abs().max()))

@@ -13,6 +13,7 @@ from stabkit.engine.seqgrad import compile_seq
 from stabkit.engine.threads import threads_for
 from stabkit.models.convnets import conv_pool_net, vgg11
 from stabkit.run.experiment import PairedRun
+from tests.helpers import fast_path_outputs
 
 MODELS = {  # name -> (kind, module factory, input shape)
     "mlp": ("classification", lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 7), nn.ReLU(), nn.Linear(7, 5)),
@@ -27,14 +28,6 @@ MODELS = {  # name -> (kind, module factory, input shape)
 }
 
 
-def _all_outputs(m: FlatModel, th, x, y, w, ws):
-    """Minibatch grads (plain, masked), evaluation on shared and on per-model data, forward losses."""
-    g_plain, g_masked = m.grads(th, x, y), m.grads(th, x, y, w)
-    g_eval, loss_eval, corr_eval = m.evaluate(th, x[0], y[0], ws)
-    g_own, loss_own, corr_own = m.evaluate_own(th, x, y, ws)  # every model on data of its own
-    loss, corr = m.losses(th, x[0], y[0])
-    return [g_plain, g_masked, g_eval, loss_eval, g_own, loss_own, loss], [corr_eval, corr_own, corr]
-
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
 @pytest.mark.parametrize("name", list(MODELS))
@@ -48,9 +41,9 @@ def test_fast_path_matches_torch_func(name, dtype, tol):
     x = torch.randn(P, B, *shape, dtype=dtype)
     y = torch.randint(0, 5, (P, B)) if kind == "classification" else torch.randn(P, B, dtype=dtype)
     w, ws = (torch.rand(P, B) > 0.3).to(dtype), torch.rand(P, B, dtype=dtype)
-    fast, fast_exact = _all_outputs(m, th, x, y, w, ws)
+    fast, fast_exact = fast_path_outputs(m, th, x, y, w, ws)
     m.fast = None
-    ref, ref_exact = _all_outputs(m, th, x, y, w, ws)
+    ref, ref_exact = fast_path_outputs(m, th, x, y, w, ws)
     for a, b in zip(fast, ref):
         assert a.shape == b.shape and a.abs().max() > 0
         assert (a - b).abs().max() <= tol * max(1.0, float(b.abs().max()))
