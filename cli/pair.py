@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from stabkit.algorithms.variant import hp_value
 from stabkit.config.presets import preset_reading, preset_values
 from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.config.taskoptions import TaskOptions
@@ -50,18 +51,6 @@ def _options(f):
             default = ",".join(map(str, default))
         f = click.option(*decls, key, default=default, **kw)(f)
     return f
-
-
-def _parse_value(text: str):
-    """A --hp value: none/null, int, float, or a plain string."""
-    if text.lower() in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _convert(key, value):
@@ -104,7 +93,7 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
-        name, value = name.strip(), _parse_value(text.strip())
+        name, value = name.strip(), hp_value(text.strip())
         if name in given and given[name] != value:
             raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice with different values "
                               f"({given[name]!r} and {value!r}); give it once")

@@ -41,6 +41,7 @@ from stabkit.algorithms.rules import (
 )
 from stabkit.algorithms.sam import SAM, SAMParams
 from stabkit.algorithms.server_opt import ServerOpt, Transform
+from stabkit.algorithms.variant import merged_hp, split_variant
 from stabkit.errors import ConfigError
 
 
@@ -60,7 +61,13 @@ ALGORITHMS = _discover()
 
 def algorithm_class(name: str) -> type:
     """The :class:`Algorithm` subclass ``name`` names: built-in, a Flower strategy (``flwr:...``), installed
-    entry point, or import path."""
+    entry point, or import path; a variant (``NAME[KEY=VALUE,...]``, :mod:`stabkit.algorithms.variant`) names
+    its base's class, its fixed values checked against that class's hyperparameters."""
+    base, fixed = split_variant(name)
+    if fixed:
+        cls = algorithm_class(base)
+        cls.from_hp(fixed) if base in ALGORITHMS else plugins.call("algo", base, cls.from_hp, fixed)
+        return cls
     if name in ALGORITHMS:
         return ALGORITHMS[name]
     if is_flower(name):
@@ -87,11 +94,17 @@ def available_algorithms() -> dict:
 
 
 def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:
-    """The algorithm ``name`` with hyperparameters ``hp`` (defaults for the rest)."""
-    cls = algorithm_class(name)
-    if name in ALGORITHMS:
-        return cls.from_hp(hp or {})
-    return plugins.call("algo", name, cls.from_hp, hp or {})  # a plug-in whose __init__ raises: one line
+    """The algorithm ``name`` with hyperparameters ``hp`` (a variant's fixed values, then defaults, for the rest)."""
+    base, hp = merged_hp(name, hp)
+    cls = algorithm_class(base)
+    if base in ALGORITHMS:
+        return cls.from_hp(hp)
+    return plugins.call("algo", base, cls.from_hp, hp)  # a plug-in whose __init__ raises: one line
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a built-in algorithm or a variant of one (plug-ins get their hooks checked)."""
+    return split_variant(name)[0] in ALGORITHMS
 
 
 def resolve_hp(name: str, hp: dict | None = None) -> dict:
@@ -101,5 +114,5 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
 
 __all__ = ["ALGORITHMS", "Algorithm", "DP", "DPParams", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
            "SAMParams", "ServerOpt", "Step", "Transform", "Wrapper", "algorithm_class", "available_algorithms",
-           "build_algorithm", "choice", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
+           "build_algorithm", "choice", "is_builtin", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
            "lookahead_server", "on_clients", "resolve_hp", "server_step"]

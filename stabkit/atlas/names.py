@@ -7,8 +7,10 @@ from stabkit.analysis.labels import value_text
 
 def algo_title(algo) -> str:
     """The algorithm's ``title`` (its paper's name), with the algorithm it equals at the defaults where it has
-    one (``FedAvgM (= FOSM, ν = 1)``, :mod:`stabkit.atlas.aliases`); a plug-in or unknown name as given."""
+    one (``FedAvgM (= FOSM, ν = 1)``, :mod:`stabkit.atlas.aliases`) and a variant's fixed values
+    (``DP-FedAvg (noise_multiplier = 3)``); a plug-in or unknown name as given."""
     from stabkit.algorithms import algorithm_class
+    from stabkit.algorithms.variant import variant_note
     from stabkit.atlas.aliases import alias_note
     from stabkit.errors import ConfigError
 
@@ -16,7 +18,7 @@ def algo_title(algo) -> str:
         cls = algorithm_class(str(algo))
     except ConfigError:
         return str(algo)
-    return (getattr(cls, "title", None) or getattr(cls, "name", str(algo))) + alias_note(str(algo))
+    return (getattr(cls, "title", None) or getattr(cls, "name", str(algo))) + alias_note(str(algo)) + variant_note(str(algo))
 
 
 def setting_name(values: dict) -> str:

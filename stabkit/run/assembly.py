@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from stabkit.algorithms import ALGORITHMS
+from stabkit.algorithms import is_builtin
 from stabkit.algorithms.dp import find_dp
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
@@ -55,7 +55,7 @@ def assemble(checked: Checked) -> Assembly:
     model = FlatModel(checked.make_module(), task.kind, dtype, checked.device)
     theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, checked.make_module, model)
     engine = PairedEngine(engine_settings(cfg), checked.algo, model, data, nb, theta0)
-    if cfg.algo not in ALGORITHMS or find_dp(checked.algo):
+    if not is_builtin(cfg.algo) or find_dp(checked.algo):
         engine.try_round()
         if cfg.checkpoint_every:  # state kept outside the tensors that cannot be saved: refused here
             checked.algo.host_state()

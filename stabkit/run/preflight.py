@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from stabkit import plugins
-from stabkit.algorithms import ALGORITHMS, build_algorithm
+from stabkit.algorithms import build_algorithm, is_builtin
 from stabkit.algorithms.dp import dp_before_ri
 from stabkit.algorithms.relaxed_init import with_relaxed_init
 from stabkit.algorithms.wrap import with_wrap
@@ -107,7 +107,7 @@ def checked_algorithm(cfg: RunConfig):
     """The algorithm ``cfg`` names with its hyperparameters checked; a plug-in's hooks are wrapped so that
     what they return is checked on every call; relaxed initialisation applied if asked for."""
     algo = build_algorithm(cfg.algo, cfg.hp)
-    if cfg.algo not in ALGORITHMS:
+    if not is_builtin(cfg.algo):
         algo = CheckedAlgorithm(algo, cfg.algo)
     return with_wrap(with_relaxed_init(dp_before_ri(algo, cfg.ri_beta), cfg.ri_beta, cfg.ri_aggregation), cfg.wrap)
 

@@ -77,7 +77,7 @@ def check_job_data(jobs: list) -> None:
     """Check every job on its task (built once per distinct task and options), a plug-in algorithm's hooks
     on a round of its first job per task and hyperparameters, exactly as ``stabkit pair`` tries them; a
     one-line error names the job."""
-    from stabkit.algorithms import ALGORITHMS
+    from stabkit.algorithms import is_builtin
     from stabkit.run.assembly import try_plugin_round  # imported on use: torch
     from stabkit.run.preflight import build_checked_task, check_run
 
@@ -92,7 +92,7 @@ def check_job_data(jobs: list) -> None:
                 task = task or build_checked_task(cfg)
                 check_run(cfg, task)
                 plugin = (cfg.algo, json.dumps(cfg.hp, sort_keys=True, default=str))
-                if cfg.algo not in ALGORITHMS and plugin not in tried:
+                if not is_builtin(cfg.algo) and plugin not in tried:
                     tried.add(plugin)
                     try_plugin_round(cfg, task)  # builds the run and tries its hooks on round 1; writes nothing
             except ConfigError as e:

@@ -160,6 +160,11 @@ def check_refused(args, needle, tmp_path, capsys, monkeypatch, max_s=None):
 
 
 PAIR = [
+    # a named variant (stabkit.algorithms.variant): malformed, an unknown or out-of-range value, a clash with --hp
+    (["--algo", "dp_fedavg[noise_multiplier"], "algo='dp_fedavg[noise_multiplier'"),
+    (["--algo", "dp_fedavg[foo=1]"], "invalid hyperparameter 'foo' for dp_fedavg"),
+    (["--algo", "dp_fedavg[noise_multiplier=-1]"], "noise_multiplier=-1"),
+    (["--algo", "fedprox[lam=0.05]", "--hp", "lam=0.1"], "fixes lam=0.05"),
     # non-finite and out-of-range numbers, for every kind of float option
     (["--dirichlet-alpha", "inf"], "dirichlet_alpha=inf"),
     (["--dirichlet-alpha", "nan"], "dirichlet_alpha=nan"),

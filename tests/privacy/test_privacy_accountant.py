@@ -57,6 +57,30 @@ def test_the_rdp_accountant_agrees_with_its_closed_form_without_sampling():
     assert got["pld"] == pytest.approx(analytic_gaussian_epsilon(2.0 / math.sqrt(10), DELTA), rel=1e-3)
 
 
+def test_summed_round_curves_equal_the_librarys_own_composition():
+    """The measured schedule's RDP sums cached per-round curves; the library's accountant composing the same
+    events itself gives the same epsilon (to rounding), and PLD_STEP keeps PLD within 2e-4 of the default."""
+    import dp_accounting as dpa
+    from dp_accounting import dp_event as ev
+
+    from stabkit.privacy.accountant import ORDERS
+
+    schedule = Schedule(rounds=40, clients=20, sampled=5, clip=1.0, noise_multiplier=1.3)
+    s = np.random.default_rng(3).uniform(0, schedule.sensitivity, schedule.rounds)
+    s[::3] = np.nan
+    got = epsilons(schedule, DELTA, s)
+    library = dpa.rdp.RdpAccountant(list(ORDERS), dpa.NeighboringRelation.REPLACE_ONE)
+    r = np.where(np.isnan(s), 1.0, s / schedule.sensitivity)
+    for rt in np.minimum(1.05 ** np.ceil(np.log(r) / np.log(1.05) - 1e-9), 1.0):
+        sigma = schedule.noise_multiplier / 2 / rt
+        library.compose(ev.SampledWithoutReplacementDpEvent(20, 5, ev.GaussianDpEvent(sigma)))
+    assert got["rdp"] == pytest.approx(library.get_epsilon(DELTA), rel=1e-12)
+    z_eff = schedule.noise_multiplier / math.sqrt(schedule.rounds)
+    fine = dpa.pld.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE, 1e-4 * max(1.0, z_eff ** -2))
+    fine.compose(ev.GaussianDpEvent(z_eff))
+    assert fine.get_epsilon(DELTA) <= epsilons(schedule, DELTA)["pld"] <= fine.get_epsilon(DELTA) * (1 + 2e-4)
+
+
 @pytest.mark.parametrize("sampled", [4, 10])
 def test_measured_epsilon_never_exceeds_the_accountants(sampled):
     schedule = Schedule(rounds=30, clients=10, sampled=sampled, clip=1.0, noise_multiplier=1.5)
