@@ -27,6 +27,12 @@ def hp_value(text: str):
     return text
 
 
+def split_names(text: str) -> list:
+    """A comma-separated list of algorithm names, a variant's own commas (inside its brackets) kept:
+    ``"fedavg,dp_fedavg[clip=2,noise_multiplier=3]"`` -> ``["fedavg", "dp_fedavg[clip=2,noise_multiplier=3]"]``."""
+    return [n.strip() for n in re.split(r",(?![^\[]*\])", text) if n.strip()]
+
+
 def split_variant(name: str) -> tuple:
     """``(base name, {hp: value})`` of ``name``: ``("dp_fedavg", {"noise_multiplier": 3})`` for
     ``dp_fedavg[noise_multiplier=3]``, ``(name, {})`` for a plain name; a malformed variant is one line."""

@@ -13,6 +13,8 @@ non-seed swept values) on a task under a perturbation. Its replicate units are t
 * test accuracy (classification) and test loss at T;
 * the tightest *valid* bound on D_T (``stabkit bounds``' registered bounds whose conditions hold) ÷ the
   measured D_T, named, or "no valid bound";
+* a DP cell's noise multiplier z and epsilons at delta = 1e-5 (``epsilon``: the accountant's; ``epsilon_measured``:
+  the largest over its jobs of the run's measured epsilon, :mod:`stabkit.privacy`);
 * ``status``: ``ok``, ``no learning`` (below the task's floor, :mod:`stabkit.atlas.floors`),
   ``diverged at round t`` (kept, never dropped) or ``failed``; ``rank`` by D_T among the ``ok`` cells of
   its table (1 = most stable).
@@ -32,6 +34,7 @@ from stabkit.analysis.run_analysis import analyze
 from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.names import setting_name
 from stabkit.errors import ConfigError
+from stabkit.privacy.runfile import FILE as PRIVACY_FILE
 from stabkit.store.runstore import load_run
 from stabkit.sweep.manifest import read_manifest
 
@@ -58,6 +61,7 @@ class JobResult:
     G: float = float("nan")
     bounds: list = field(default_factory=list)  # valid bounds on D_T: (name, tightness at T)
     validation: dict = field(default_factory=dict)  # trajectory A's "acc" / "loss" on the validation split at T
+    privacy: dict = field(default_factory=dict)  # a DP job's privacy.json: epsilons at delta 1e-5, its schedule
 
 
 def read_jobs(root) -> list:
@@ -95,6 +99,8 @@ def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
     start = df[df["round"] == 0]
     if "train_loss_a" in start:
         job.initial_train_loss = float(start["train_loss_a"].mean())
+    if (path / PRIVACY_FILE).is_file():
+        job.privacy = json.loads((path / PRIVACY_FILE).read_text())
     constants = path / "constants.json"
     if constants.is_file():
         job.G = float(json.loads(constants.read_text()).get("G") or np.nan)
@@ -188,6 +194,7 @@ def _cell_row(key, members: list, learn_floor) -> dict:
     row["initial_train_loss"] = float(np.nanmean([j.initial_train_loss for j in with_metrics]))
     row["G"] = float(np.nanmax([j.G for j in with_metrics])) if any(np.isfinite(j.G) for j in with_metrics) else np.nan
     row.update(_tightest(with_metrics))
+    row.update(_privacy(with_metrics))
     row.setdefault("status", _learning_status(row, learn_floor))
     return row
 
@@ -211,6 +218,17 @@ def _tightest(jobs: list) -> dict:
         return {"bound": "no valid bound", "bound/measured": float("nan")}
     name = min(by_name, key=lambda n: np.median(by_name[n]))
     return {"bound": name, "bound/measured": float(np.median(by_name[name]))}
+
+
+def _privacy(jobs: list) -> dict:
+    """A DP cell's noise multiplier and epsilons at delta 1e-5: the accountant's (the same schedule in every
+    job) and the largest measured one over its jobs; nothing for a cell without DP."""
+    records = [j.privacy for j in jobs if j.privacy]
+    if not records:
+        return {}
+    return {"noise_multiplier": float(records[0]["schedule"]["noise_multiplier"]),
+            "epsilon": max(float(r["epsilon_accountant"]) for r in records),
+            "epsilon_measured": max(float(r["epsilon_measured"]) for r in records)}
 
 
 def _learning_status(row: dict, learn_floor) -> str:

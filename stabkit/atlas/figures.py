@@ -1,12 +1,13 @@
 """The atlas figures: discrepancy curves as small multiples (one panel per task x perturbation, one line
 per algorithm, named by its title, up to 25 distinct colour/style pairs), the stability-accuracy frontier
-per panel, and the gap-vs-discrepancy scatter over all cells."""
+per panel, the gap-vs-discrepancy scatter over all cells, and D_T against epsilon for the DP cells."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from stabkit.atlas.link import corr_text, pareto_front, quality
 from stabkit.plotting import STYLE, line_styles, plt, save, sns
@@ -127,6 +128,35 @@ def draw_gap_scatter(cells: pd.DataFrame, out: Path, titles: dict, corr: dict) -
            title=f"Spearman {corr_text(corr)}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _png(save(fig, out, "gap_vs_discrepancy"))
+
+
+def draw_privacy(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
+    """Per table with DP cells: D_T (± 95% CI) against epsilon at delta = 1e-5, the accountant's (filled, joined
+    in order of noise) and the measured one (open, tied to its cell by a dotted line), each point labelled with
+    its noise multiplier z; FedAvg's D_T as a dashed line where the table has it (no clipping, no noise)."""
+    sns.set_theme(**STYLE)
+    dp = cells[np.isfinite(cells["epsilon"].astype(float))]
+    panels = list(dp.groupby(["task", "perturb"], sort=False))
+    fig, axes = _grid(len(panels), 2, size=(4.4, 3.4))
+    for ax, ((task, perturb), g) in zip(axes, panels):
+        g = g.sort_values("noise_multiplier")
+        ax.plot(g["epsilon"], g["D_T"], "-", color="C0", lw=1.0)
+        ax.errorbar(g["epsilon"], g["D_T"], yerr=g["D_T.hw"].fillna(0), fmt="o", color="C0", ms=5, capsize=2,
+                    label=r"accountant's $\varepsilon$")
+        ax.plot(g["epsilon_measured"], g["D_T"], "o", mfc="none", color="C1", ms=6, label=r"measured $\varepsilon$")
+        for _, row in g.iterrows():
+            ax.plot([row["epsilon_measured"], row["epsilon"]], [row["D_T"]] * 2, ":", color="0.6", lw=0.8)
+            ax.annotate(f"z = {row['noise_multiplier']:g}" + ("" if row["status"] == "ok" else " (no learning)"),
+                        (row["epsilon"], row["D_T"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        plain = cells[(cells["task"] == task) & (cells["perturb"] == perturb) & (cells["algo"] == "fedavg")]
+        if len(plain) and np.isfinite(plain["D_T"].iloc[0]):
+            ax.axhline(plain["D_T"].iloc[0], ls="--", color="0.4", lw=1.0, label="FedAvg (no DP)")
+        ax.set(xscale="log", title=f"{titles.get(task, task)}, {perturb}", ylabel=r"$D_T$ (± 95% CI)",
+               xlabel=r"$\varepsilon$ at $\delta = 10^{-5}$ (log)")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a span under a decade
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return _png(save(fig, out, "privacy"))
 
 
 def _png(paths: list) -> Path:

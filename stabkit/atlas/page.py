@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from stabkit.atlas.figures import draw_curves, draw_frontier, draw_gap_scatter
+from stabkit.atlas.figures import draw_curves, draw_frontier, draw_gap_scatter, draw_privacy
 from stabkit.atlas.link import MIN_CELLS, corr_text, link_summary, pareto_front, stability_check
 from stabkit.atlas.matched import level_text
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
@@ -262,6 +262,9 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
     figs = out / "figures"
     paths = {"curves": draw_curves(cells, figs, titles), "frontier": draw_frontier(cells, figs, titles),
              "gap": draw_gap_scatter(cells, figs, titles, link["all"])}
+    has_dp = "epsilon" in cells and bool(np.isfinite(cells["epsilon"].astype(float)).any())
+    if has_dp:
+        paths["privacy"] = draw_privacy(cells, figs, titles)
     sections = _sections(cells, root, out, titles, extras)
     env = jinja2.Environment(loader=jinja2.PackageLoader("stabkit.atlas", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=False)
@@ -273,7 +276,9 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
                 "accurate)."),
         _figure(paths["gap"], "Generalisation gap against discrepancy", "Every ranked cell; colour = task, marker = "
                 "perturbation."),
-    ]
+    ] + ([_figure(paths["privacy"], "Stability against privacy", "DP-FedAvg at each noise multiplier z: D_T (± 95% "
+                  "CI, coupled noise) against ε at δ = 1e-5, the accountant's (filled) and the one the run spent by "
+                  "its measured sensitivities (open); dashed: FedAvg without clipping or noise.")] if has_dp else [])
     html = env.get_template("index.html.j2").render(
         title=title, description=description, command=command, policy=policy, summary=summary_lines(cells, link),
         sections=sections, figures=figures, machine=machine_info(extras.machine))

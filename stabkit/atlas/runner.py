@@ -28,16 +28,22 @@ from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
+# An atlas of all algorithms measures DP-FedAvg at three noise multipliers (its default z = 1 in the middle), so
+# its page can plot D_T against epsilon; --algos takes any variant (stabkit.algorithms.variant) for others
+DP_LEVELS = ("dp_fedavg[noise_multiplier=0.5]", "dp_fedavg", "dp_fedavg[noise_multiplier=2]")
 
 
 def resolve_algos(text: Optional[str]) -> list:
-    """The algorithms named (comma-separated built-in names, entry points or import paths), each resolved;
-    default: every built-in algorithm and every installed plug-in."""
+    """The algorithms named (comma-separated built-in names, variants, entry points or import paths), each
+    resolved; default: every built-in algorithm (DP-FedAvg at the ``DP_LEVELS``) and every installed plug-in."""
     from stabkit.algorithms import algorithm_class, available_algorithms
+    from stabkit.algorithms.variant import split_names
 
     if text is None:
-        return list(available_algorithms())
-    names = [n.strip() for n in text.split(",") if n.strip()]
+        names = list(available_algorithms())
+        at = names.index("dp_fedavg")
+        return names[:at] + list(DP_LEVELS) + names[at + 1:]
+    names = split_names(text)
     require(bool(names), "algos", text, "a comma-separated list of algorithm names or import paths")
     require(len(set(names)) == len(names), "algos", text, "each algorithm once")
     for name in names:
