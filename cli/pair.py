@@ -157,28 +157,32 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
                               hp_items or config_path or preset or out or overwrite or label)
         resolve_hp(cfg.algo, cfg.hp)
         out_dir = Path(resume_dir)
+        from stabkit.run.resume_check import read_checkpoint
+
+        checkpoint = read_checkpoint(out_dir, cfg)  # an edited experiment refused before the run is built
     else:
         from stabkit.store.runstore import require_out
 
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         resolve_hp(cfg.algo, cfg.hp)
-        out_dir = _checked_out_dir(out, overwrite, cfg.save_models)
-    summary, out_dir = _built_and_run(cfg, out_dir, resume_dir is not None, quiet, overwrite, label)
+        out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
+    summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     _exit_status(ctx, summary, out_dir)
 
 
-def _built_and_run(cfg, out_dir, resume: bool, quiet: bool, overwrite: bool, label) -> tuple:
-    """Build the run of ``cfg``, run (or resume) it into ``out_dir`` (None: the default one) and print its
-    summary (a DP run's epsilons too); ``(summary, run directory)``."""
+def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label) -> tuple:
+    """Build the run of ``cfg``, run it into ``out_dir`` (None: the default one), or resume it from
+    ``checkpoint`` (``read_checkpoint``'s, None for a new run), and print its summary (a DP run's epsilons
+    too); ``(summary, run directory)``."""
     from stabkit.privacy.runfile import summary_line
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.store.summary import format_summary
 
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
-    summary = _run_with_progress(run, out_dir, resume, quiet, overwrite, label)
+    summary = _run_with_progress(run, out_dir, checkpoint, quiet, overwrite, label)
     click.echo(format_summary(summary))
     line = summary_line(out_dir)  # a DP run's epsilons
     if line:
@@ -201,12 +205,13 @@ def _checked_out_dir(out, overwrite: bool, save_models):
     return out_dir
 
 
-def _run_with_progress(run, out_dir: Path, resume: bool, quiet: bool, overwrite: bool, label) -> dict:
-    """Run (or resume) ``run`` into ``out_dir`` under a progress bar; the run's summary."""
+def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: bool, label) -> dict:
+    """Run ``run`` into ``out_dir`` (or resume it from ``checkpoint``) under a progress bar; its summary."""
+    resume = checkpoint is not None
     if resume:
         from stabkit.run.resume_check import checked_checkpoint
 
-        checkpoint = checked_checkpoint(run, out_dir)  # refused before anything is printed or touched
+        checkpoint = checked_checkpoint(run, out_dir, checkpoint)  # refused before anything is printed or touched
     from stabkit.engine.alloc import policy
 
     click.echo(run.describe_evaluation())

@@ -43,13 +43,26 @@ RESTART = "start the run again with --overwrite"
 LOG_SLACK = 1 << 16  # bytes a resume needs beyond its checkpoint and config.json: the first rows of its logs
 
 
-def checked_checkpoint(run, out) -> dict:
+def read_checkpoint(out, cfg) -> dict:
+    """The checkpoint of the run directory ``out``, read (onto the CPU) and refused if it is damaged or
+    ``config.json`` (the run's config ``cfg``) describes another experiment than it was written by: the
+    checks that need no built run, made before the run is built (a changed experiment is refused in the time
+    a checkpoint takes to read, not a task and a model to build)."""
+    problem = _Problem(Path(out))
+    ck = _load(Path(out), torch.device("cpu"), problem)
+    _check_experiment(ck, cfg, problem)
+    return ck
+
+
+def checked_checkpoint(run, out, ck: dict | None = None) -> dict:
     """The checkpoint of the run directory ``out`` for ``run`` (a built, not yet started
     :class:`~stabkit.run.experiment.PairedRun` of the run's config), after checking it and the logs
-    against each other and against ``run``; nothing is written."""
+    against each other and against ``run``; ``ck``: what :func:`read_checkpoint` returned (read again
+    onto the run's device if that is not the CPU). Nothing is written."""
     out = Path(out)
     problem = _Problem(out)
-    ck = _load(out, run.device, problem)
+    if ck is None or run.device.type != "cpu":
+        ck = _load(out, run.device, problem)
     _check_experiment(ck, run.cfg, problem)
     _check_state(ck, run, problem)
     _check_metrics(out, ck, run.cfg.pairs, problem)

@@ -94,3 +94,21 @@ def test_models_a_file_is_refused_before_a_new_run_writes_anything(tmp_path, cap
                         "--out", str(out), "--quiet"], capsys)
     assert code == 2 and err.count("\n") == 1 and "models' is a file, not a directory" in err, err
     assert sorted(p.name for p in out.iterdir()) == ["models"]
+
+
+def test_a_changed_experiment_is_refused_before_the_run_is_built(run, tmp_path, capsys, monkeypatch):
+    """The fingerprint is checked on the checkpoint alone: no task, model or engine is built for a resume that
+    is refused (the refusal takes the time a checkpoint takes to read)."""
+    from stabkit.run import experiment
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "lr": 0.5}))
+
+    def built(*args, **kwargs):
+        raise AssertionError("the run was built before the fingerprint was checked")
+
+    monkeypatch.setattr(experiment.PairedRun, "__init__", built)
+    code, _, err = cli(["pair", "--resume", str(copy)], capsys)
+    assert code == 2 and "lr (0.05 -> 0.5)" in err and err.count("\n") == 1
