@@ -2,11 +2,19 @@
 two rounds at the suite's settings (its pairs, data, model, device) with at most two local steps, and its
 recorded times are scaled: training by rounds and local steps, evaluation by the number of evaluated rounds,
 plus the fixed cost of a job (start-up, constants) and of reading and analysing it for the page (timed on the
-calibration job's files). Drawing the page's figures is not included. SAM-type algorithms cost about twice a FedAvg round and
-the other algorithms 1.0-1.3x (README, Algorithms), so this is a central estimate, not a bound."""
+calibration job's files). Every other algorithm runs the same two rounds on the cheapest of those settings:
+its training time over FedAvg's there scales its training everywhere (SAM-type methods cost about twice a
+FedAvg round), and what its job costs beyond training and evaluation (a DP run's accounting) is added.
+The sum is divided by the jobs' worth of work the workers do at once, *measured* (``parallel_capacity``: two
+hyperthreads of one core are not two cores, and a shared host gives less still). Drawing the page is not
+included. A central estimate, not a bound."""
 from __future__ import annotations
 
+import concurrent.futures as cf
 import io
+import json
+import multiprocessing
+import time
 
 import pandas as pd
 
@@ -36,26 +44,105 @@ def _reading_seconds(files: dict) -> float:
 
 
 def projected_seconds(jobs: list, workers: int = 1) -> dict:
-    """``{"total_s", "per_job": {(task, perturbation, pairs): seconds per job}}`` for ``jobs`` (one suite's)."""
-    from stabkit.sweep.job import execute_job  # one thread, as every sweep job runs
-
-    per_job, total = {}, 0.0
+    """``{"total_s", "per_job": {(task, perturbation, pairs): FedAvg's seconds per job}, "algo_factor":
+    {algorithm: its training time / FedAvg's}, "capacity"}`` for ``jobs`` (one suite's) on ``workers``."""
+    per_job, cal = {}, {}
     for job in jobs:
-        cfg = job.config
-        key = (cfg["task"], cfg["perturb"], cfg["pairs"])
+        key = _key(job.config)
         if key not in per_job:
-            cal = dict(cfg, algo="fedavg", hp={}, rounds=CAL_ROUNDS, local_steps=min(cfg["local_steps"], CAL_STEPS),
-                       local_rounds=[], save_models="none", checkpoint_every=0)
-            result = execute_job(RunConfig.from_dict(cal).to_dict())
-            if result["error"]:  # e.g. a setting that diverges at once: no projection for it
-                per_job[key] = float("nan")
-                continue
-            times = result["summary"]["time"]
-            metrics = pd.read_csv(io.BytesIO(result["files"]["metrics.csv"]))
-            evaluated = max(int(metrics.dropna(subset=["train_loss_a"])["round"].nunique()), 1)
-            train = times["train_s"] / CAL_ROUNDS * cfg["local_steps"] / cal["local_steps"] * cfg["rounds"]
-            evals = times["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
-            fixed = result["wall_s"] - times["train_s"] - times["eval_s"]
-            per_job[key] = train + evals + fixed + _reading_seconds(result["files"])
-        total += per_job[key]
-    return {"total_s": total / max(workers, 1), "per_job": per_job}
+            cal[key] = _calibrate(job.config, "fedavg", {})
+            per_job[key] = _job_seconds(job.config, cal[key])
+    reference = min((k for k in cal if cal[k]), key=lambda k: per_job[k], default=None)
+    costs = {}
+    for job in jobs:
+        algo = (job.config["algo"], json.dumps(job.config.get("hp") or {}, sort_keys=True))
+        if algo not in costs:
+            costs[algo] = _algo_cost(next(j.config for j in jobs if _key(j.config) == reference), algo,
+                                     cal[reference]) if reference else (1.0, 0.0)
+    total = 0.0
+    for job in jobs:
+        base, cfg = cal[_key(job.config)], job.config
+        factor, extra = costs[(cfg["algo"], json.dumps(cfg.get("hp") or {}, sort_keys=True))]
+        total += per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra if base else float("nan")
+    capacity = parallel_capacity(workers)
+    return {"total_s": total / capacity, "per_job": per_job, "capacity": capacity,
+            "algo_factor": {a: f for (a, _), (f, _) in costs.items()}}
+
+
+def _key(cfg: dict) -> tuple:
+    return cfg["task"], cfg["perturb"], cfg["pairs"]
+
+
+def _calibrate(cfg: dict, algo: str, hp: dict) -> dict | None:
+    """The result of ``algo`` for CAL_ROUNDS rounds of at most CAL_STEPS local steps at ``cfg``'s settings
+    (one thread, as every sweep job runs); None when it fails (e.g. diverges at once: no projection)."""
+    from stabkit.sweep.job import execute_job
+
+    config = dict(cfg, algo=algo, hp=hp, rounds=CAL_ROUNDS, local_steps=min(cfg["local_steps"], CAL_STEPS),
+                  local_rounds=[], save_models="none", checkpoint_every=0)
+    result = execute_job(RunConfig.from_dict(config).to_dict())
+    return None if result["error"] else result
+
+
+def _train_seconds(cfg: dict, cal: dict) -> float:
+    """Training seconds of the job ``cfg`` from a calibration result: by rounds and local steps."""
+    steps = min(cfg["local_steps"], CAL_STEPS)
+    return cal["summary"]["time"]["train_s"] / CAL_ROUNDS * cfg["local_steps"] / steps * cfg["rounds"]
+
+
+def _fixed_seconds(cal: dict) -> float:
+    """What a calibration job cost beyond training and evaluation (start-up, constants, accounting)."""
+    times = cal["summary"]["time"]
+    return cal["wall_s"] - times["train_s"] - times["eval_s"]
+
+
+def _job_seconds(cfg: dict, cal: dict | None) -> float:
+    """FedAvg's seconds for the job ``cfg``: training and evaluation scaled, the fixed cost, the page's reading."""
+    if cal is None:
+        return float("nan")
+    metrics = pd.read_csv(io.BytesIO(cal["files"]["metrics.csv"]))
+    evaluated = max(int(metrics.dropna(subset=["train_loss_a"])["round"].nunique()), 1)
+    evals = cal["summary"]["time"]["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
+    return _train_seconds(cfg, cal) + evals + _fixed_seconds(cal) + _reading_seconds(cal["files"])
+
+
+def _algo_cost(cfg: dict, algo: tuple, fedavg: dict) -> tuple:
+    """``(training time / FedAvg's, extra fixed seconds)`` of ``algo`` (name, hp as JSON), both calibrated at
+    ``cfg``'s settings; FedAvg's own is (1, 0), a calibration that fails counts as FedAvg."""
+    name, hp = algo
+    if name == "fedavg" and hp == "{}":
+        return 1.0, 0.0
+    cal = _calibrate(cfg, name, json.loads(hp))
+    if cal is None:
+        return 1.0, 0.0
+    factor = cal["summary"]["time"]["train_s"] / max(fedavg["summary"]["time"]["train_s"], 1e-9)
+    return factor, max(0.0, _fixed_seconds(cal) - _fixed_seconds(fedavg))
+
+
+SPIN = 2_000  # iterations of the capacity probe's workload (about 0.2 s alone on one core)
+
+
+def _spin(iterations: int) -> float:
+    """Seconds a fixed single-thread workload (small matrix products) takes here."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.full((96, 96), 0.01)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        a = torch.tanh(a @ a)
+    return time.perf_counter() - start
+
+
+def parallel_capacity(workers: int) -> float:
+    """Jobs' worth of work ``workers`` one-thread processes do at once here, measured: ``workers`` x the time of
+    a fixed workload alone / its longest time with all of them running it together (two hyperthreads of one
+    core report as two CPUs but do not work as two; a shared host gives less still)."""
+    if workers <= 1:
+        return 1.0
+    alone = min(_spin(SPIN) for _ in range(2))
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        list(pool.map(_spin, [0] * workers))  # every worker started and torch imported before the timing
+        together = list(pool.map(_spin, [SPIN] * workers))
+    return min(float(workers), workers * alone / max(together))

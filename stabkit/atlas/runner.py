@@ -164,7 +164,8 @@ def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable) -> None:
     seeds = 1 if plan.tune else len(suite.seeds)
     echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
          f"perturbations x {seeds} seeds{grid} = {len(plan.jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
-         f"on {req.workers} worker(s) (from a 2-round FedAvg calibration per task; done jobs are skipped)")
+         f"on {req.workers} worker(s), which do {est['capacity']:.2g} jobs' worth at once here (from 2-round "
+         f"calibrations per task and per algorithm; done jobs are skipped)")
     if plan.target is not None:
         at = " at the chosen values" if plan.tune else ""
         echo(f"then a top-up{at} to ±{plan.target:.0%} of D_T (its jobs and time are printed when the sweep has "

@@ -12,15 +12,27 @@ def test_projection_scales_training_and_evaluation_and_adds_the_fixed_and_readin
     metrics = b"round,pair,disc,train_loss_a\n0,0,0,1\n1,0,0.1,0.9\n2,0,0.2,0.8\n"
     result = {"error": None, "wall_s": 5.0, "files": {"metrics.csv": metrics},
               "summary": {"time": {"train_s": 2.0, "eval_s": 1.5}}}
-    monkeypatch.setattr(job_module, "execute_job", lambda config: result)
+    # FedSAM's calibration trains twice as long and costs 1 s more beyond training and evaluation
+    sam = {**result, "wall_s": 8.0, "summary": {"time": {"train_s": 4.0, "eval_s": 1.5}}}
+    monkeypatch.setattr(job_module, "execute_job", lambda config: sam if config["algo"] == "fedsam" else result)
     monkeypatch.setattr(estimate, "_reading_seconds", lambda files: 0.25)
-    config = dict(task="quadratic", perturb="client", pairs=2, rounds=16, local_steps=5, eval_every=None)
-    jobs = [types.SimpleNamespace(config=config)] * 3
+    monkeypatch.setattr(estimate, "parallel_capacity", lambda workers: 1.25)
+    config = dict(task="quadratic", perturb="client", pairs=2, rounds=16, local_steps=5, eval_every=None,
+                  algo="fedavg")
+    jobs = [types.SimpleNamespace(config=config)] * 3 + [types.SimpleNamespace(config=dict(config, algo="fedsam"))]
     out = estimate.projected_seconds(jobs, workers=2)
     # training: 2.0 s / 2 rounds x 5 / 2 local steps x 16 rounds = 40 s; evaluation: 1.5 s / 3 evaluated rounds x
     # 17 = 8.5 s; fixed: 5.0 - 2.0 - 1.5 = 1.5 s; reading: 0.25 s
     assert out["per_job"][("quadratic", "client", 2)] == pytest.approx(40 + 8.5 + 1.5 + 0.25)
-    assert out["total_s"] == pytest.approx(3 * 50.25 / 2)
+    assert out["algo_factor"] == {"fedavg": 1.0, "fedsam": 2.0}
+    # FedSAM's job: FedAvg's + (2 - 1) x 40 s of training + (2.5 - 1.5) s fixed; the sum over 1.25 jobs at once
+    assert out["total_s"] == pytest.approx((3 * 50.25 + 50.25 + 40 + 1.0) / 1.25)
+
+
+def test_parallel_capacity_is_measured_and_at_most_the_workers():
+    assert estimate.parallel_capacity(1) == 1.0
+    capacity = estimate.parallel_capacity(2)
+    assert 0.3 < capacity <= 2.0
 
 
 def test_reading_a_calibration_job_is_timed_on_its_files(tmp_path):
