@@ -10,6 +10,8 @@ batched engine (FedAvg's local SGD; FedProx's proximal term when the strategy se
 * :mod:`.inprocess` drives one strategy through one round (``configure_train``, the replies,
   ``aggregate_train``) with Flower's global generators seeded from stabkit's coupled streams; :mod:`.legacy`
   does the same with the same functions for a legacy strategy (``configure_fit``, ``aggregate_fit``);
+  :mod:`.arrays` makes the Flower Arrays of the messages (and reads the aggregate back) byte for byte as Flower
+  does, without its per-array ``.npy`` header work;
 * :mod:`.bridge` is the :class:`~stabkit.algorithms.base.Algorithm` that holds one strategy per trajectory
   of every pair and carries it through the rounds (and through checkpoints).
 

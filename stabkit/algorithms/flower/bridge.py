@@ -130,7 +130,7 @@ class FlowerStrategy(Algorithm):
     def server_update(self, ctx, means):
         y = means["y"].detach().cpu().numpy()
         x_np = ctx.x.detach().cpu().numpy()
-        x_new = ctx.x.clone()
+        x_new = x_np.copy()  # written row by row in numpy, one tensor at the end (a torch row write costs more)
         for i, pair in enumerate(ctx.pairs):
             slot = {int(n) + fl.NODE_OFFSET: k for k, n in enumerate(ctx.cohort[i])}
             for j in (0, 1):
@@ -150,8 +150,8 @@ class FlowerStrategy(Algorithm):
                 x = fl.unpack(arrays, {fl.ARRAY: x_np[i, j]})
                 if isinstance(x, str):
                     raise ConfigError(f"{self.name}: {proto.AGGREGATE} returned {x} at round {ctx.t + 1}")
-                x_new[i, j] = torch.as_tensor(x[fl.ARRAY])
-        return x_new, {}
+                x_new[i, j] = x[fl.ARRAY]
+        return torch.from_numpy(x_new).to(ctx.x.device), {}
 
     def _skip(self, t: int, pair: int, j: int) -> None:
         self.skipped.append((t + 1, pair, TRAJECTORIES[j]))

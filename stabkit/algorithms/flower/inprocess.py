@@ -20,6 +20,8 @@ import random
 
 import numpy as np
 
+from stabkit.algorithms.flower.arrays import flwr_app, to_array, to_numpy
+
 ARRAY = "theta"  # the key of the one (flat) parameter array in every ArrayRecord
 SERVER_NODE = 1  # Flower's SuperLink node id; client node ids are the logical client ids + NODE_OFFSET
 NODE_OFFSET = 2
@@ -73,17 +75,18 @@ def flower_calls(key: int, phase: int):
 
 
 def array_record(arrays: dict):
-    """``{name: ndarray}`` as an ArrayRecord (its own copies)."""
-    from flwr.app import Array, ArrayRecord
-
-    return ArrayRecord({k: Array(np.array(v)) for k, v in arrays.items()})
+    """``{name: ndarray}`` as an ArrayRecord of fresh Arrays (:func:`~.arrays.to_array`), set item by item (its
+    constructor would build every Array a second time)."""
+    record = flwr_app().ArrayRecord()
+    for k, v in arrays.items():
+        record[k] = to_array(v)
+    return record
 
 
 def configure(strategy, server_round: int, arrays: dict, node_ids) -> list:
     """The strategy's train messages for the round (model ``arrays``), sorted by destination node id."""
-    from flwr.app import ConfigRecord
-
-    messages = strategy.configure_train(server_round, array_record(arrays), ConfigRecord(), CohortGrid(node_ids))
+    messages = strategy.configure_train(server_round, array_record(arrays), flwr_app().ConfigRecord(),
+                                        CohortGrid(node_ids))
     return sorted(messages, key=lambda m: m.metadata.dst_node_id)
 
 
@@ -106,11 +109,12 @@ def config_of(message) -> dict:
 def reply(message, arrays: dict, num_examples: int, mod=None):
     """The client's answer to ``message``: its trained ``arrays`` and ``num-examples``, passed through Flower's
     client ``mod`` (e.g. ``fixedclipping_mod``) when one is given."""
-    from flwr.app import Message, MetricRecord, RecordDict
+    app = flwr_app()
 
     def answer(msg, _context):
-        return Message(RecordDict({"arrays": array_record(arrays),
-                                   "metrics": MetricRecord({"num-examples": num_examples})}), reply_to=msg)
+        return app.Message(app.RecordDict({"arrays": array_record(arrays),
+                                           "metrics": app.MetricRecord({"num-examples": num_examples})}),
+                           reply_to=msg)
 
     return answer(message, None) if mod is None else mod(message, None, answer)
 
@@ -139,7 +143,7 @@ def unpack(arrays, like: dict):
         return f"arrays {keys}, expected {list(like)}"
     out = {}
     for k, a in arrays.items():
-        x = a if isinstance(a, np.ndarray) else a.numpy()
+        x = a if isinstance(a, np.ndarray) else to_numpy(a, like[k])
         if x.shape != like[k].shape or x.dtype.kind != "f":
             return (f"an array {k!r} of shape {list(x.shape)} and dtype {x.dtype}, expected shape "
                     f"{list(like[k].shape)} of a float dtype")
