@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stabkit import RunConfig  # noqa: E402
 from stabkit.algorithms.flower.bridge import FlowerStrategy  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
-from tests.test_flower import REFERENCES, SMALL, _fedopt_by_hand  # noqa: E402
+from tests.flower.test_flower import REFERENCES, SMALL, _fedopt_by_hand  # noqa: E402
 
 NATIVE = {"FedAvg": ({}, "fedavg", {}, {}), "FedProx": ({"proximal_mu": 0.3}, "fedprox", {"lam": 0.3}, {}),
           "FedAvgM": ({"server_momentum": 0.9, "server_learning_rate": 0.5}, "fedavgm", {"beta": 0.9},
