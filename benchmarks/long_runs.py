@@ -31,8 +31,9 @@ from stabkit.engine.evaluation import Evaluator  # noqa: E402
 from stabkit.engine.paired import PairedEngine  # noqa: E402
 from stabkit.fixtures import write_cifar  # noqa: E402
 from stabkit.run.experiment import PairedRun, engine_settings, resume_config  # noqa: E402
+from stabkit.run.resume_check import read_checkpoint  # noqa: E402
 from stabkit.store.atomic import atomic_write_json  # noqa: E402
-from stabkit.store.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from stabkit.store.checkpoint import save_checkpoint  # noqa: E402
 
 EPOCHS, BATCH, CLIENTS, PER_ROUND = 5, 50, 100, 10
 
@@ -83,7 +84,7 @@ def measure(data_dir: Path, pairs: int, steps: int, eval_fraction: float, train:
         ckpt_bytes = os.path.getsize(out / "checkpoint.pt")
         start, cpu = time.perf_counter(), time.process_time()
         resumed = PairedRun(resume_config(out))
-        load_checkpoint(out, resumed.device)
+        read_checkpoint(out, resumed.cfg)
         resume_s, resume_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     per_round = round_s + eval_s
     return {
