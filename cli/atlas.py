@@ -51,24 +51,26 @@ def atlas(out, executor, workers, address, quiet, **request):
     if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s
         raise ConfigError(f"invalid ci_target={request['ci_target']!r}: --ci-target asks for a top-up that --no-top-up turns "
                           "off; give one of them")
-    from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: torch
-    from stabkit.store.fserrors import undone_on_fs_error
+    from stabkit.engine.threads import usable_cpus
+    from stabkit.store.outdir import check_writable
     from stabkit.store.runstore import require_out
     from stabkit.sweep import make_executor
+
+    require_out(out)
+    check_writable(out)  # as the plan checks it, but before the imports below (pandas, scipy, matplotlib: ~1.5 s)
+    workers = len(usable_cpus()) if workers is None else workers
+    runs_on = make_executor(executor, workers, address)  # a bad --address, refused as early
+    from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: the page's libraries, torch
+    from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.sweep.runner import has_finished_jobs
     from stabkit.sweep.tensorboard import with_tensorboard
 
-    require_out(out)
-    if workers is None:
-        from stabkit.engine.threads import usable_cpus
-
-        workers = len(usable_cpus())
     suite, dry_run, tensorboard = request["suite"], request["dry_run"], request.pop("tensorboard")
     command = "stabkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["atlas"] else ""
     req = AtlasRequest(workers=workers, command=command or f"stabkit atlas --suite {suite} --out {out}",
                        project=not request.pop("no_projection"), top_up=not request.pop("no_top_up"), **request)
     with undone_on_fs_error(out, keep=lambda: has_finished_jobs(Path(out) / SWEEP)):  # a full or read-only disk
-        res = run_atlas(req, out, make_executor(executor, workers, address), echo=click.echo,
+        res = run_atlas(req, out, runs_on, echo=click.echo,
                         progress=with_tensorboard(Progress(quiet), tensorboard))
     if dry_run:
         return

@@ -30,20 +30,24 @@ from stabkit.errors import ConfigError
 @click.option("--plot", is_flag=True, help="draw the contour and surface figures (PNG + PDF)")
 def landscape(runs, labels, out, plot, round_, no_plane, **surface):
     """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
-    from stabkit.flatness.landscape import LandscapeSettings, chosen_round
-    from stabkit.flatness.landscape import landscape as compute
-    from stabkit.run.experiment import rebuilt_engine
-    from stabkit.store.atomic import atomic_write_json
-    from stabkit.store.outdir import check_writable, output_dir
+    from stabkit.flatness.settings import LandscapeSettings, open_saved
+    from stabkit.store.outdir import check_writable
 
     settings = LandscapeSettings(round=round_, plane=not no_plane, **surface)  # pair, traj, points, span, ...
     if labels and len(labels) != len(runs):
         raise ConfigError(f"invalid label={list(labels)}: give one --label per run ({len(runs)})")
     if out is None and len(runs) > 1:
         raise ConfigError("invalid out=None: give --out DIR when drawing several runs")
-    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{chosen_round(runs[0], round_)}"
+    opened = [open_saved(r, round_, settings.pair) for r in runs]
+    out = Path(out) if out else Path(runs[0]) / "landscape" / f"round_{opened[0].round}"
     check_writable(out)  # before the surfaces are computed, not after
-    results = [compute(r, settings, rebuilt_engine) for r in runs]
+    # the options, the runs' configs and their model files are checked: only now torch (~1.5 s) is imported
+    from stabkit.flatness.landscape import landscape as compute
+    from stabkit.run.experiment import rebuilt_engine
+    from stabkit.store.atomic import atomic_write_json
+    from stabkit.store.outdir import output_dir
+
+    results = [compute(r, settings, rebuilt_engine) for r in opened]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
     with output_dir(out):  # a full disk or read-only folder: one line, and nothing of it left

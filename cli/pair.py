@@ -161,12 +161,14 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
 
         checkpoint = read_checkpoint(out_dir, cfg)  # an edited experiment refused before the run is built
     else:
+        from stabkit.engine.memory import require_generated_memory
         from stabkit.store.runstore import require_out
 
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         resolve_hp(cfg.algo, cfg.hp)
         out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
+        require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
     summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     _exit_status(ctx, summary, out_dir)

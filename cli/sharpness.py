@@ -29,22 +29,24 @@ DEFAULT_RADII = "0.01,0.05,0.1"
 def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fraction, seed, out):
     """Hessian spectrum, trace, SAM and average-direction sharpness of saved global models."""
     from stabkit.errors import ConfigError
-    from stabkit.flatness.saved import measure_saved
-    from stabkit.run.experiment import rebuilt_engine
+    from stabkit.flatness.settings import SharpnessSettings, open_saved
+    from stabkit.store.fserrors import undone_on_fs_error
+    from stabkit.store.outdir import check_writable
 
     try:
         radii_t = tuple(float(r) for r in radii.split(","))  # an empty item ("0.01,,0.05") is refused too
     except ValueError:
         raise ConfigError(f"invalid radius={radii!r}: comma-separated numbers > 0, no empty item") from None
-    from stabkit.flatness.measure import SharpnessSettings
-    from stabkit.store.fserrors import undone_on_fs_error
-    from stabkit.store.outdir import check_writable
-
     settings = SharpnessSettings(radii=radii_t, sam_steps=sam_steps, directions=directions, probes=probes,
                                  lanczos_tol=tol, fraction=fraction, seed=seed)
+    run = open_saved(run_dir, round_)
     check_writable(out if out else run_dir)  # before the measurement, not after it
+    # the options, the run's config and its model files are checked: only now torch (~1.5 s) is imported
+    from stabkit.flatness.saved import measure_saved
+    from stabkit.run.experiment import rebuilt_engine
+
     with undone_on_fs_error(out if out else run_dir):  # a full disk: one line, no half-written table left
-        df, path = measure_saved(run_dir, round_, settings, rebuilt_engine, Path(out) if out else None)
+        df, path = measure_saved(run, settings, rebuilt_engine, Path(out) if out else None)
     cols = [c for c in df.columns if c not in ("round", "pair", "traj") and not c.endswith("_se")]
     click.echo(df.groupby("traj")[cols].mean().T.to_string(float_format=lambda v: f"{v:.4g}"))
     click.echo(f"written to {path}")

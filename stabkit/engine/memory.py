@@ -4,9 +4,9 @@ Without this check ``--clients 1000000``, ``--pairs 100000`` or an npz file with
 million-class output layer) get the process killed by the kernel after minutes. The estimate is a
 lower bound made of the allocations that scale with the options (so a refusal is never a false alarm):
 
-* data: the generated task's arrays (``stabkit.tasks.estimated_data_bytes``, checked before building
-  it), then the engine's copies of a built task (one flat store of the training rows, which evaluation
-  reads too, val and test splits);
+* data: the generated task's arrays (:func:`require_generated_memory`, checked before building it and
+  without torch: ``stabkit pair`` refuses such a run before importing torch), then the engine's copies of a
+  built task (one flat store of the training rows, which evaluation reads too, val and test splits);
 * models: ``R x 2`` global models, the algorithm's server state, its per-client state (one row per
   physical client), and about six ``[R, 2, s, d]`` client tensors per local step (models, gradients,
   start points, uploads);
@@ -26,6 +26,7 @@ import numpy as np
 
 from stabkit.engine import alloc
 from stabkit.errors import ConfigError
+from stabkit.tasks import generated_bytes
 
 CLIENT_TENSORS = 6  # [R, 2, s, d] tensors alive during a local step (models, gradients, start, uploads, ...)
 OUTPUT_COPIES = 2  # [R, 2, s, B, classes] tensors of a local step's backward (the logits and their gradient)
@@ -56,6 +57,13 @@ def require_memory(needed: float, what: str, fix: str, device=None) -> None:
         where = "GPU memory" if device is not None and device.type == "cuda" else "memory"
         raise ConfigError(f"invalid run size: {what} needs at least {needed / GIB:.1f} GiB but this machine has "
                           f"{free / GIB:.1f} GiB of {where} available; {fix}")
+
+
+def require_generated_memory(task: str, opts) -> None:
+    """Refuse task ``task`` if the arrays it generates from ``opts`` (its ``TaskOptions``) would not fit in
+    memory, before they are generated (a task read from files or a plug-in: nothing to check here)."""
+    require_memory(generated_bytes(task, opts), f"the {task} task's generated data",
+                   "use fewer --clients or --samples-per-client, or a smaller --dim")
 
 
 def run_bytes(cfg, task, d: int, algo, itemsize: int) -> tuple[float, str]:

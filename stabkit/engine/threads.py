@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-import torch
-
 SMALL_OP_FLOPS = 1e7  # FLOPs per call below which one thread is used
 IDLE_WINDOW_S = 0.05  # how long the idle CPUs are measured at the start of a run
 THREADS_ENV = "STABKIT_THREADS"
@@ -70,6 +68,8 @@ def run_threads(flops: float) -> int:
     pinned = os.environ.get(THREADS_ENV, "").strip()
     if pinned.isascii() and pinned.isdigit() and int(pinned) >= 1:
         return int(pinned)
+    import torch  # on use, here and in threads_for: usable_cpus sizes a command's workers before torch's import
+
     threads = torch.get_num_threads()
     if threads == 1 or flops < SMALL_OP_FLOPS:
         return 1
@@ -81,6 +81,8 @@ def run_threads(flops: float) -> int:
 def threads_for(flops: float, large: Optional[int] = None):
     """Run the block with 1 thread if ``flops`` (work of its typical op batch) is small, else with ``large``
     threads (None: unchanged)."""
+    import torch
+
     before = torch.get_num_threads()
     want = 1 if flops < SMALL_OP_FLOPS else (large or before)
     if want != before:

@@ -3,7 +3,9 @@
 * ``objective``: a weighted training loss of many models at once (loss, gradient, Hessian-vector product);
 * ``hessian``: Lanczos top eigenvalues with convergence, Hutchinson trace with its standard error;
 * ``sharpness``: SAM sharpness by projected ascent, average-direction sharpness (Monte Carlo);
-* ``measure``: all scalar measures of a batch of models (``SharpnessSettings`` records every choice);
+* ``settings``: what ``stabkit sharpness`` and ``stabkit landscape`` measure (``SharpnessSettings``,
+  ``LandscapeSettings``) and the saved run they read, checked without torch (a refusal in well under 1 s);
+* ``measure``: all scalar measures of a batch of models;
 * ``runlog``: ``--sharpness-rounds``, measured during a paired run (``RUN/sharpness.csv``);
 * ``saved``: ``stabkit sharpness`` on a run's saved models;
 * ``directions``, ``surfaces``, ``replay``, ``landscape``, ``plots``: ``stabkit landscape`` (L1, L2, the paired slice);

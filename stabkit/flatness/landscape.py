@@ -15,99 +15,34 @@ Every choice is returned in ``choices`` (written to ``landscape.json``).
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 from stabkit.config.runconfig import RunConfig
-from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.evaluation import Evaluator
-from stabkit.engine.memory import require_memory
 from stabkit.engine.threads import threads_for
-from stabkit.errors import require
 from stabkit.flatness.objective import Objective, check_fraction
 from stabkit.flatness.replay import replay_clients
+from stabkit.flatness.settings import LandscapeSettings, SavedRun
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
-from stabkit.store.runstore import read_json
-from stabkit.store.saved_models import TRAJ, load_flat, saved_rounds
-
-SPAN_LIMIT = 100.0  # random directions have the model's filter norms: a span of 100 is 100 x the model's size
+from stabkit.store.saved_models import TRAJ, load_flat
 
 
-@dataclass(frozen=True)
-class LandscapeSettings:
-    """What is drawn and how (all recorded in the output)."""
-
-    round: Optional[int] = None  # None: the last saved round
-    pair: int = 0
-    traj: str = "a"
-    points: int = 21  # grid points per axis (2-D surfaces) and along the 1-D slices
-    span: float = 1.0  # random directions: a, b in [-span, span] (filter-normalised units)
-    seed: int = 0  # of the random directions: the same for every run compared
-    orthogonalise: bool = False  # d2 <- d2 - proj_{d1} d2 (Li et al. draw them independently)
-    fraction: float = 1.0  # of every client's training samples and of the test set
-    margin: float = 0.3  # model plane: margin around the projected models, relative to their extent
-    segment: tuple = (-0.5, 1.5)  # paired slice: s range of x_T + s (x'_T - x_T)
-    plane: bool = True  # the model plane (needs a replay of rounds 1..T)
-
-    def __post_init__(self):
-        require(isinstance(self.points, int) and self.points >= 3, "points", self.points, "an integer >= 3")
-        require(0 < self.span <= SPAN_LIMIT, "span", self.span, f"a positive number at most {SPAN_LIMIT:g} (the grid "
-                "is [-span, span]^2 in filter-normalised units: span s moves the model s times its own size, and "
-                "far beyond that the losses overflow)")
-        require(isinstance(self.pair, int) and self.pair >= 0, "pair", self.pair, "a pair index (an integer >= 0)")
-        require(isinstance(self.seed, int) and 0 <= self.seed < SEED_LIMIT, "seed", self.seed,
-                "an integer in [0, 2**64)")
-        require(0 < self.fraction <= 1, "fraction", self.fraction, "a fraction in (0, 1]")
-        require(self.traj in TRAJ, "traj", self.traj, "a or b")
-        require(self.margin >= 0, "margin", self.margin, "a non-negative number")
-        require(self.segment[0] < self.segment[1], "segment", list(self.segment), "lo < hi")
-        require(self.round is None or (isinstance(self.round, int) and self.round >= 0), "round", self.round,
-                "a saved round (a non-negative integer)")
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["segment"] = list(self.segment)
-        return d
+def saved_models_of(run: SavedRun, build: Callable) -> tuple:
+    """``(x, engine)``: the models ``x [R, 2, d]`` of ``run``'s round and a fresh engine of the run,
+    ``build(cfg)`` (``stabkit.run.experiment.rebuilt_engine``), whose model, data and neighbours the measures
+    use; x on the engine's dtype and device. A model file that cannot be read or holds another architecture
+    is refused in one line."""
+    engine = build(run.cfg)
+    x = load_flat(run.path, run.round, engine.model.names, engine.model.shapes)
+    return x.to(dtype=engine.model.dtype, device=engine.x.device), engine
 
 
-def load_run_config(run_dir) -> RunConfig:
-    path = Path(run_dir) / "config.json"
-    require(path.is_file(), "run", str(run_dir), "a run directory written by `stabkit pair` (no config.json)")
-    return RunConfig.from_dict(read_json(path, "config"))  # truncated or edited by hand: one line
-
-
-def grid_bytes(points: int) -> float:
-    """Memory of a ``points x points`` grid: the coordinates (two meshgrid arrays and their stack, float64)
-    and the train and test losses at every point (float64)."""
-    return float(points) ** 2 * 8 * (4 + 2 * 2)
-
-
-def chosen_round(run_dir, wanted: Optional[int]) -> int:
-    rounds = saved_rounds(run_dir)
-    require(bool(rounds), "run", str(run_dir), "a run with saved models (run `stabkit pair` with --save-models)")
-    return rounds[-1] if wanted is None else wanted
-
-
-def saved_models_of(run_dir, round_: Optional[int], build: Callable, pair: int = 0) -> tuple:
-    """``(cfg, T, x, engine)``: the run's config, the saved round T (default: the last saved), its models
-    ``x [R, 2, d]`` and a fresh engine of the run, ``build(cfg)`` (``stabkit.run.experiment.rebuilt_engine``),
-    whose model, data and neighbours the measures use; x on the engine's dtype and device. A round not saved,
-    a bad or foreign model file and ``pair`` are refused in one line each."""
-    cfg = load_run_config(run_dir)
-    T = chosen_round(run_dir, round_)
-    engine = build(cfg)
-    x = load_flat(run_dir, T, engine.model.names, engine.model.shapes)
-    require(pair < x.shape[0], "pair", pair, f"a pair index below {x.shape[0]} (the run's pairs)")
-    return cfg, T, x.to(dtype=engine.model.dtype, device=engine.x.device), engine
-
-
-def landscape(run_dir, s: LandscapeSettings, build: Callable) -> dict:
-    """All surfaces of one run (see the module docstring); numpy arrays in the result. ``build(cfg)``: a
-    fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
-    require_memory(grid_bytes(s.points), f"a {s.points} x {s.points} landscape grid", "choose fewer --points")
-    cfg, T, x, engine = saved_models_of(run_dir, s.round, build, s.pair)
+def landscape(run: SavedRun, s: LandscapeSettings, build: Callable) -> dict:
+    """All surfaces of one run (see the module docstring), opened at round ``s.round`` with pair ``s.pair``
+    checked (:func:`~stabkit.flatness.settings.open_saved`); numpy arrays in the result. ``build(cfg)``: a fresh engine of the run
+    (``stabkit.run.experiment.rebuilt_engine``)."""
+    cfg, T = run.cfg, run.round
+    x, engine = saved_models_of(run, build)
     model = engine.model
     check_fraction(s.fraction, engine.data)
     ev = Evaluator(model, engine.data, engine.nb, s.fraction, cfg.seed)
@@ -117,7 +52,7 @@ def landscape(run_dir, s: LandscapeSettings, build: Callable) -> dict:
     layer = lambda row: Layers(Objective(model, tx, ty, ev.train_w[row:row + 1]), *ev.test)
     layers, other = layer(q), layer(2 * s.pair + 1 - j)
     theta, partner = x[s.pair, j], x[s.pair, 1 - j]
-    out = {"run": str(run_dir), "algo": cfg.algo, "round": T, "d": model.d,
+    out = {"run": str(run.path), "algo": cfg.algo, "round": T, "d": model.d,
            "train_samples": int(len(tx)), "test_samples": int(len(ev.test[0]))}
     with threads_for(layers.flops):
         out["random"] = random_plane(layers, theta, model.shapes, s.seed, s.points, s.span, s.orthogonalise)

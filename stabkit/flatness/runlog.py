@@ -21,8 +21,9 @@ from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.perturbation import Neighbours
-from stabkit.flatness.measure import SharpnessSettings, measure
+from stabkit.flatness.measure import measure
 from stabkit.flatness.objective import client_objective, training_objective
+from stabkit.flatness.settings import SharpnessSettings
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.saved_models import TRAJ
 

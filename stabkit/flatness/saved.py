@@ -10,9 +10,10 @@ import pandas as pd
 
 from stabkit.errors import ConfigError
 from stabkit.flatness.landscape import saved_models_of
-from stabkit.flatness.measure import SharpnessSettings, measure
+from stabkit.flatness.measure import measure
 from stabkit.flatness.objective import check_fraction, training_objective
 from stabkit.flatness.runlog import objective_note
+from stabkit.flatness.settings import SavedRun, SharpnessSettings
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.outdir import prepare_dir
 from stabkit.store.saved_models import TRAJ
@@ -30,10 +31,11 @@ def check_radii(radii: tuple, x) -> None:
                           "saved model's norm, at least 1); a larger ball measures the perturbation, not the model")
 
 
-def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable, out: Path | None = None) -> tuple:
-    """Measure every saved model of round ``round_`` (default: the last saved); return (table, csv path).
-    ``build(cfg)``: a fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
-    cfg, T, x, engine = saved_models_of(run_dir, round_, build)
+def measure_saved(run: SavedRun, settings: SharpnessSettings, build: Callable, out: Path | None = None) -> tuple:
+    """Measure every saved model of ``run``'s round (:func:`~stabkit.flatness.settings.open_saved`); return
+    (table, csv path). ``build(cfg)``: a fresh engine of the run (``stabkit.run.experiment.rebuilt_engine``)."""
+    cfg, T = run.cfg, run.round
+    x, engine = saved_models_of(run, build)
     check_radii(settings.radii, x)
     check_fraction(settings.fraction, engine.data)
     R, _, d = x.shape
@@ -41,7 +43,7 @@ def measure_saved(run_dir, round_, settings: SharpnessSettings, build: Callable,
     cols = measure(obj, x.reshape(2 * R, d), settings)
     df = pd.DataFrame({"round": T, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
                        **{k: np.asarray(v) for k, v in cols.items()}})
-    path = prepare_dir(Path(out) if out else Path(run_dir)) / f"sharpness_round_{T}.csv"
+    path = prepare_dir(Path(out) if out else run.path) / f"sharpness_round_{T}.csv"
     atomic_write_csv(path, df)
     atomic_write_json(path.with_suffix(".json"), {"settings": settings.to_dict(), "objective":
                                                   objective_note(settings.fraction), "samples": int(len(obj.x))})

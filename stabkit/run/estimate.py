@@ -201,13 +201,14 @@ def with_fixture_data(cfg, folder: Path):
     import dataclasses
 
     from stabkit.errors import ConfigError
-    from stabkit.run.preflight import build_checked_task
 
     data_dir = cfg.task_options.data_dir
     if data_dir is not None and not Path(data_dir).is_dir():  # a mistyped path, found now, not when the run starts
         raise ConfigError(f"invalid data_dir={data_dir!r}: {'a file, not a' if Path(data_dir).exists() else 'no such'} "
                           "directory; give the folder holding the data set's files (leave --data-dir out to time "
                           "fixture data of the real size)")
+    from stabkit.run.preflight import build_checked_task  # after the path's check: it imports torch (~1.5 s)
+
     try:
         return cfg, build_checked_task(cfg), None
     except ConfigError:
@@ -244,10 +245,10 @@ def _write_fixture(cfg, folder: Path) -> str:
 def estimate_config(cfg, rounds: int = 2, echo=print) -> Estimate:
     """Build the run of ``cfg`` (on fixture data of the real size where its files are absent), time it
     and print the estimate line; nothing is written."""
-    from stabkit.run.experiment import PairedRun
-
     with tempfile.TemporaryDirectory(prefix="stabkit-estimate-") as tmp:
-        cfg, task, note = with_fixture_data(cfg, Path(tmp))
+        cfg, task, note = with_fixture_data(cfg, Path(tmp))  # a --data-dir that is no folder: refused before torch
+        from stabkit.run.experiment import PairedRun
+
         if note:
             echo(note)
         run = PairedRun(cfg, task)

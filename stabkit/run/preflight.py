@@ -24,11 +24,11 @@ from stabkit.algorithms.wrap import with_wrap
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.alloc import limit_bytes
 from stabkit.engine.contract import CheckedAlgorithm
-from stabkit.engine.memory import require_memory, run_bytes
+from stabkit.engine.memory import require_generated_memory, require_memory, run_bytes
 from stabkit.errors import ConfigError, require
 from stabkit.models.contract import check_module
 from stabkit.models.registry import build_model
-from stabkit.tasks import build_task, generated_bytes
+from stabkit.tasks import build_task
 from stabkit.tasks.base import Task, check_task
 
 CHECK_ON_CPU_PARAMS = 1 << 21
@@ -80,8 +80,7 @@ def resolve_device(name: str) -> torch.device:
 
 def build_checked_task(cfg: RunConfig) -> Task:
     """``cfg``'s task, refused before it is generated if its arrays would not fit in memory."""
-    require_memory(generated_bytes(cfg.task, cfg.task_options), f"the {cfg.task} task's generated data",
-                   "use fewer --clients or --samples-per-client, or a smaller --dim")
+    require_generated_memory(cfg.task, cfg.task_options)
     return build_task(cfg.task, cfg.task_options)
 
 

@@ -93,27 +93,37 @@ def saved_rounds(run_dir) -> list:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def load_models(run_dir, t: int) -> list:
-    """``[[state_a, state_b], ...]`` (one entry per pair) saved after round ``t``; a round that was not
-    saved is a :class:`ConfigError` naming the rounds that were."""
+def saved_pairs(run_dir, t: int) -> int:
+    """How many pairs saved both trajectories' models after round ``t`` (read from the file names, so without
+    torch); a round that was not saved (the :class:`ConfigError` names the rounds that were), a round folder
+    without models and a pair missing one trajectory's file are one line each."""
     rounds = saved_rounds(run_dir)
     if t not in rounds:
         have = ", ".join(map(str, rounds)) if rounds else "none (run with --save-models)"
         raise ConfigError(f"invalid round={t}: no models saved for it in {str(run_dir)!r}; saved rounds: {have}")
-    pairs = []
-    while model_path(run_dir, t, len(pairs), "a").is_file():
-        pairs.append([_load_state(model_path(run_dir, t, len(pairs), traj)) for traj in TRAJ])
+    pairs = 0
+    while model_path(run_dir, t, pairs, "a").is_file():
+        pairs += 1
     if not pairs:
         raise ConfigError(f"invalid round={t}: {str(model_path(run_dir, t, 0, 'a').parent)!r} holds no saved model "
                           "(pair0_a.pt missing: a save cut off, or files moved); rerun the run with --save-models")
+    for r in range(pairs):  # trajectory a's file was found: b's is the one that can be missing
+        path = model_path(run_dir, t, r, "b")
+        if not path.is_file():
+            raise ConfigError(f"invalid saved model {str(path)!r}: missing (the other trajectory's model is there)")
     return pairs
 
 
+def load_models(run_dir, t: int) -> list:
+    """``[[state_a, state_b], ...]`` (one entry per pair) saved after round ``t``; a round not saved or a
+    model file missing is refused as :func:`saved_pairs` refuses it."""
+    return [[_load_state(model_path(run_dir, t, r, traj)) for traj in TRAJ]
+            for r in range(saved_pairs(run_dir, t))]
+
+
 def _load_state(path: Path) -> dict:
-    """One saved state dict; a missing, unreadable or foreign file is one line naming it."""
+    """One saved state dict; an unreadable or foreign file is one line naming it."""
     import torch  # on use: the run config reads this module's save spec at start-up, before torch is needed
-    if not path.is_file():
-        raise ConfigError(f"invalid saved model {str(path)!r}: missing (the other trajectory's model is there)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, corrupt or not a torch file

@@ -12,18 +12,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
-from stabkit.store.checkpoint import NAME as CHECKPOINT
-
 JOB_THREADS = 1
 
 
 def execute_job(config: dict) -> dict:
     """Run one paired run; return ``{"files", "summary", "error", "wall_s"}`` (error None if completed)."""
+    import torch  # on use (as the rest): the executors import this module, and a sweep refuses before torch
+
     from stabkit.config.runconfig import RunConfig
     from stabkit.errors import DiskFull
     from stabkit.run.experiment import run_pair
+    from stabkit.store.checkpoint import NAME as CHECKPOINT
     from stabkit.store.fserrors import FileSystemRefused
 
     threads = torch.get_num_threads()

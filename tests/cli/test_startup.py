@@ -1,5 +1,6 @@
 """Start-up: the listing commands import none of the heavy libraries (each costs 0.2-2 s at start-up)."""
 import json
+import shutil
 import subprocess
 import sys
 
@@ -35,20 +36,33 @@ REFUSALS = [  # refused from the options alone: one line, exit 2, before torch i
     ["--hp", "nosuch=1"], ["--save-models", "every:0"], ["--participation", "2"], ["--dtype", "float16"],
     ["--config", "missing.yaml"], ["--out", "@file"], ["--out", "@file/sub"], ["--resume", "@empty"],
     ["--resume", "@empty", "--lr", "0.5"], ["--resume", "@empty", "--out", "x"],
+    ["--task", "synthetic", "--clients", str(10 ** 8)],
+    ["--task", "quadratic", "--quad-dim", str(10 ** 6), "--samples-per-client", str(10 ** 6)],
+    ["--task", "cifar10", "--data-dir", "no/such/folder", "--estimate"],
+]
+SWEEP = ["sweep", "--out", "@sw", "--axis", "local_steps=1,2", "--quiet"]
+ELSEWHERE = [  # the other commands' refusals that the options (and a saved run's files) decide, before torch
+    [*SWEEP, "--set", "weight_decay=.inf"], [*SWEEP, "--set", "rounds=10^22"], [*SWEEP, "--set", "seed=-1"],
+    [*SWEEP, "--set", "save_models=every:0"], [*SWEEP, "--executor", "ray", "--address", "nohost"],
+    [*SWEEP, "--address", "127.0.0.1:6379"], [*SWEEP, "--set", "algo=fedsagd", "--set", "hp.beta=.nan"],
+    ["atlas", "--suite", "ci", "--out", "@file"], ["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"],
+    ["presets", "fedsagd-cifar10", "--estimate", "--data-dir", "@file"],
+    ["sharpness", "@run", "--radius", "inf"], ["sharpness", "@run", "--radius", "0.01,"],
+    ["sharpness", "@run", "--probes", "100000000"], ["sharpness", "@run", "--round", "1"],
+    ["landscape", "@run", "--span", "nan"], ["landscape", "@run", "--pair", "2"],
+    ["landscape", "@run", "--points", "1000000"], ["sharpness", "@missing_model"], ["landscape", "@missing_model"],
+    ["sharpness", "@corrupt_config"], ["landscape", "@list_config"], ["sharpness", "@empty_round"],
 ]
 REFUSAL_PROBE = """
-import contextlib, io, json, os, sys, tempfile
+import contextlib, io, json, sys
 from stabkit_cli.main import main
-root = tempfile.mkdtemp()
-open(os.path.join(root, "file"), "w").close()
-os.mkdir(os.path.join(root, "empty"))
 results = []
 for args in {cases!r}:
-    args = [a.replace("@", root + "/") for a in args]
+    args = [a.replace("@", {root!r} + "/") for a in args]
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            main(["pair", *args, "--quiet"])
+            main(args)
             code = 0
         except SystemExit as e:
             code = e.code
@@ -57,16 +71,40 @@ print(json.dumps(results))
 """
 
 
-def test_pair_refuses_bad_options_before_importing_torch():
-    """A refusal decided by the options (values, presets, hyperparameters, config files, --out, --resume
-    directory) comes before torch's and pandas' imports (2-3 s together on a loaded machine)."""
-    done = subprocess.run([sys.executable, "-c", REFUSAL_PROBE.format(cases=REFUSALS)], capture_output=True,
-                          text=True, timeout=300)
+def _refused_before_torch(cases: list, root) -> None:
+    """Every command line of ``cases`` (``@name``: a file under ``root``), run in one fresh process in turn,
+    is refused in one line with exit status 2 before torch or pandas is imported."""
+    done = subprocess.run([sys.executable, "-c", REFUSAL_PROBE.format(cases=cases, root=str(root))],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     for args, code, err, heavy in json.loads(done.stdout):
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, code, err)
-        assert not heavy, f"stabkit pair {' '.join(args)} imported {heavy} before refusing: {lines[0]}"
+        assert not heavy, f"stabkit {' '.join(args)} imported {heavy} before refusing: {lines[0]}"
+
+
+def test_pair_refuses_bad_options_before_importing_torch(tmp_path):
+    """A refusal decided by the options (values, presets, hyperparameters, config files, --out, --resume
+    directory, a generated task too large for the machine, --estimate's --data-dir) comes before torch's and
+    pandas' imports (2-3 s together on a loaded machine)."""
+    (tmp_path / "file").touch()
+    (tmp_path / "empty").mkdir()
+    _refused_before_torch([["pair", *args, "--quiet"] for args in REFUSALS], tmp_path)
+
+
+def test_other_commands_refuse_before_importing_torch(tmp_path):
+    """``sweep`` (every job's config, the executor and its address), ``atlas`` (--out, --address), ``presets
+    --estimate`` (--data-dir), ``sharpness`` and ``landscape`` (their options, the saved run's config.json,
+    rounds, pairs and model files) refuse before torch is imported: a bad invocation takes well under 1 s."""
+    from stabkit import RunConfig, run_pair
+    from tests.cli.test_bad_inputs import DAMAGE
+
+    (tmp_path / "file").touch()
+    run_pair(RunConfig(rounds=2, pairs=2, hidden=8, constants=False), out=tmp_path / "run")
+    for name in ("missing_model", "corrupt_config", "list_config", "empty_round"):
+        shutil.copytree(tmp_path / "run", tmp_path / name)
+        DAMAGE[name](tmp_path / name)
+    _refused_before_torch(ELSEWHERE, tmp_path)
 
 
 RUN_PROBE = """

@@ -6,8 +6,9 @@ import torch
 from stabkit import RunConfig, TaskOptions
 from stabkit.errors import ConfigError
 from stabkit.flatness.hessian import hutchinson, lanczos
-from stabkit.flatness.measure import SharpnessSettings, measure
+from stabkit.flatness.measure import measure
 from stabkit.flatness.objective import client_objective, training_objective
+from stabkit.flatness.settings import SharpnessSettings
 from stabkit.flatness.sharpness import average_sharpness, sam_sharpness
 from stabkit.run.experiment import PairedRun
 
