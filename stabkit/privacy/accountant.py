@@ -102,6 +102,19 @@ def epsilons(schedule: Schedule, delta: float, sensitivities: Optional[np.ndarra
     """``{"rdp", "pld", "epsilon", "accountant"}`` at ``delta``: the accountants' epsilons of the schedule, or
     with ``sensitivities`` ``[T]`` (NaN: not measured) in place of the worst case. Infinite without noise."""
     delta = check_delta(delta)
+    if sensitivities is None:  # the worst case depends on the schedule alone: one computation per process
+        return dict(_worst_case(schedule, delta))
+    return _epsilons(schedule, delta, sensitivities)
+
+
+@functools.lru_cache(maxsize=4096)
+def _worst_case(schedule: Schedule, delta: float) -> tuple:
+    """The accountants' epsilons of ``schedule`` at ``delta``, cached: the DP bound asks for every horizon
+    t = 1..T of every DP job, and an atlas's jobs share a few schedules."""
+    return tuple(_epsilons(schedule, delta, None).items())
+
+
+def _epsilons(schedule: Schedule, delta: float, sensitivities) -> dict:
     if schedule.noise_multiplier == 0:
         return {"rdp": math.inf, "pld": math.inf, "epsilon": math.inf, "accountant": "none (no noise)"}
     counts = _ratio_counts(schedule, sensitivities)
