@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from stabkit import plugins
+from stabkit.algorithms.variant import split_variant
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics
 from stabkit.analysis.excess_risk import fit_excess_risk, fitting_regime, minimum_excess_risk_round
@@ -42,8 +43,10 @@ def _both(df, name, how="mean"):
 
 
 def _bound_key(algo: str) -> str:
-    """The name the run's bounds are registered under: a built-in's ``--algo`` name, or a plug-in's class
+    """The name the run's bounds are registered under: a built-in's ``--algo`` name (a variant's base:
+    ``fedprox[lam=0.1]`` has FedProx's bounds, evaluated at its resolved hyperparameters), or a plug-in's class
     ``name`` (importing a plug-in registers the bounds its module defines)."""
+    algo = split_variant(algo)[0]
     if plugins.is_import_path(algo) or algo in plugins.installed("algo"):
         return getattr(plugins.load("algo", algo), "name", algo)
     return algo

@@ -207,9 +207,13 @@ def _chosen(plan: AtlasPlan, grid_jobs: list, echo: Callable) -> tuple:
     if plan.tune is None:
         return plan.spec_dict, lambda cells: cells
     tune, chosen = plan.tune, choose(grid_jobs, plan.tune)
+    edges = (min(tune.grid), max(tune.grid))
     for task in [t.name for t in plan.suite.tasks]:
+        picks = {a: v for (t, a), v in chosen.items() if t == task}
+        edge = sum(v in edges for v in picks.values())
         echo(f"tuned {tune.key} on {task} (best validation score at T): " + ", ".join(
-            f"{a} {v:g}" for (t, a), v in chosen.items() if t == task))
+            f"{a} {v:g}" for a, v in picks.items()) + (f" ({edge} of {len(picks)} on the grid's edge: a wider "
+                                                       f"grid may choose beyond it)" if edge else ""))
     main = tuned_spec(plan.spec_dict, tune, chosen, plan.suite.seeds[:1])
     return main, lambda cells: at_chosen(cells, tune.key, chosen)
 

@@ -69,6 +69,21 @@ def check_new_run_dir(path, overwrite: bool = False) -> None:
                           f"`stabkit pair --resume {path}` (--rounds N to extend it) or replace it with --overwrite")
 
 
+class Recorded(dict):
+    """A run file's record (config, summary) as ``load_run`` puts it in ``df.attrs``: read-only, and shared by
+    every frame derived from it. pandas deep-copies ``attrs`` on every operation, which was two thirds of the
+    time of analysing a run for the atlas; a record is never changed, so copies may share it (``dict(record)``
+    gives a changeable copy)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a run's recorded config or summary is read-only; change dict(record) instead")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _read_only
+
+
 def load_run(path) -> pd.DataFrame:
     """Per-round metrics of a run (one row per round x pair); ``attrs['config']``, ``attrs['summary']``."""
     path = Path(path)
@@ -82,7 +97,7 @@ def load_run(path) -> pd.DataFrame:
         line = text.count("\n") + 1
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv is cut off in line {line} (an interrupted copy "
                           f"or a full disk?); delete that line to analyse the rounds before it")
-    attrs = {name: read_json(path / f"{name}.json", name) for name in ("config", "summary")
+    attrs = {name: Recorded(read_json(path / f"{name}.json", name)) for name in ("config", "summary")
              if (path / f"{name}.json").is_file()}
     import pandas as pd  # on use: `stabkit pair` checks its --out before pandas (~1 s) is imported
 

@@ -7,6 +7,7 @@ import pytest
 from stabkit import RunConfig
 from stabkit.algorithms import algorithm_class, build_algorithm, is_builtin, resolve_hp
 from stabkit.algorithms.variant import hp_value, split_variant
+from stabkit.analysis.run_analysis import analyze
 from stabkit.atlas.names import algo_title
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import run_pair
@@ -58,7 +59,9 @@ def test_a_run_of_a_variant_is_the_run_of_its_base_with_hp(tmp_path):
 def test_the_cli_runs_a_variant(tmp_path, capsys):
     out = tmp_path / "run"
     code, _, err = cli(["pair", "--algo", "fedprox[lam=0.05]", "--task", "quadratic", "--rounds", "2", "--pairs",
-                        "2", "--no-constants", "--out", str(out), "--quiet"], capsys)
+                        "2", "--out", str(out), "--quiet"], capsys)
     assert code == 0, err
     config = json.loads((out / "config.json").read_text())
     assert config["algo"] == "fedprox[lam=0.05]" and config["hp_resolved"]["lam"] == 0.05
+    bounds = {r["bound"] for r in analyze(out, bootstrap=0).bound_rows()}  # a variant has its base's bounds
+    assert "fedsagd:fedprox.paper" in bounds and "fedsagd:fedprox.corrected" in bounds

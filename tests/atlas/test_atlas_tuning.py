@@ -153,6 +153,11 @@ def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):
     code, out, err = cli([*ARGS, "--out", str(tuned)], capsys)
     assert code == 0, err
     assert sorted(p.name for p in (tuned / "topup" / "jobs").iterdir()) == topped
+    for task, g in before.groupby("task"):  # the printed choice says how many sit on the grid's edge
+        edge = int(g.drop_duplicates("algo")["param.lr"].isin([0.02, 0.15]).sum())
+        line = next(x for x in out.splitlines() if x.startswith(f"tuned lr on {task} "))
+        assert line.endswith(f"({edge} of 2 on the grid's edge: a wider grid may choose beyond it)") if edge \
+            else "edge" not in line
     after = pd.read_csv(tuned / "cells.csv")
     assert after[["task", "perturb", "algo", "param.lr", "units"]].equals(before[["task", "perturb", "algo",
                                                                                   "param.lr", "units"]])
