@@ -1,13 +1,14 @@
 """Projected time of an atlas suite, printed before it starts. Per (task, perturbation, pairs), FedAvg runs
 two rounds at the suite's settings (its pairs, data, model, device) with at most two local steps, and its
 recorded times are scaled: training by rounds and local steps, evaluation by the number of evaluated rounds,
-plus the fixed cost of a job (start-up, constants) and of reading and analysing it for the page (timed on the
-calibration job's files). Every other algorithm runs the same two rounds on the cheapest of those settings:
-its training time over FedAvg's there scales its training everywhere (SAM-type methods cost about twice a
-FedAvg round), and what its job costs beyond training and evaluation (a DP run's accounting) is added.
-The sum is divided by the jobs' worth of work the workers do at once, *measured* (``parallel_capacity``: two
-hyperthreads of one core are not two cores, and a shared host gives less still). Drawing the page is not
-included. A central estimate, not a bound."""
+plus the fixed cost of a job (start-up, constants). Every other algorithm runs the same two rounds on the
+cheapest of those settings: its training time over FedAvg's there scales its training everywhere (SAM-type
+methods cost about twice a FedAvg round), and what its job costs beyond training and evaluation (a DP run's
+accounting) is added. The jobs' sum is divided by the jobs' worth of work the workers do at once, *measured*
+(``parallel_capacity``: two hyperthreads of one core are not two cores, and a shared host gives less still);
+reading and analysing every job for the page (timed on the calibration jobs' files) is added whole, since the
+page reads its jobs one after another. The first calibration is run twice (the process's first-use costs are
+not a job's). Drawing the page is not included. A central estimate, not a bound."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -45,13 +46,16 @@ def _reading_seconds(files: dict) -> float:
 
 def projected_seconds(jobs: list, workers: int = 1) -> dict:
     """``{"total_s", "per_job": {(task, perturbation, pairs): FedAvg's seconds per job}, "algo_factor":
-    {algorithm: its training time / FedAvg's}, "capacity"}`` for ``jobs`` (one suite's) on ``workers``."""
-    per_job, cal = {}, {}
+    {algorithm: its training time / FedAvg's}, "capacity"}`` for ``jobs`` (one suite's) on ``workers``: the
+    jobs' compute shared by the workers, then reading every job for the page, which is serial."""
+    per_job, cal, reading = {}, {}, {}
+    _calibrate(jobs[0].config, "fedavg", {}) if jobs else None  # warms this process up (first-use costs)
     for job in jobs:
         key = _key(job.config)
         if key not in per_job:
             cal[key] = _calibrate(job.config, "fedavg", {})
             per_job[key] = _job_seconds(job.config, cal[key])
+            reading[key] = _reading_seconds(cal[key]["files"]) if cal[key] else float("nan")
     reference = min((k for k in cal if cal[k]), key=lambda k: per_job[k], default=None)
     costs = {}
     for job in jobs:
@@ -59,13 +63,14 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
         if algo not in costs:
             costs[algo] = _algo_cost(next(j.config for j in jobs if _key(j.config) == reference), algo,
                                      cal[reference]) if reference else (1.0, 0.0)
-    total = 0.0
+    compute = 0.0
     for job in jobs:
         base, cfg = cal[_key(job.config)], job.config
         factor, extra = costs[(cfg["algo"], json.dumps(cfg.get("hp") or {}, sort_keys=True))]
-        total += per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra if base else float("nan")
+        compute += per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra if base else float("nan")
     capacity = parallel_capacity(workers)
-    return {"total_s": total / capacity, "per_job": per_job, "capacity": capacity,
+    serial = sum(reading[_key(job.config)] for job in jobs)
+    return {"total_s": compute / capacity + serial, "per_job": per_job, "capacity": capacity,
             "algo_factor": {a: f for (a, _), (f, _) in costs.items()}}
 
 
@@ -97,13 +102,13 @@ def _fixed_seconds(cal: dict) -> float:
 
 
 def _job_seconds(cfg: dict, cal: dict | None) -> float:
-    """FedAvg's seconds for the job ``cfg``: training and evaluation scaled, the fixed cost, the page's reading."""
+    """FedAvg's seconds for the job ``cfg``: training and evaluation scaled, and the fixed cost."""
     if cal is None:
         return float("nan")
     metrics = pd.read_csv(io.BytesIO(cal["files"]["metrics.csv"]))
     evaluated = max(int(metrics.dropna(subset=["train_loss_a"])["round"].nunique()), 1)
     evals = cal["summary"]["time"]["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
-    return _train_seconds(cfg, cal) + evals + _fixed_seconds(cal) + _reading_seconds(cal["files"])
+    return _train_seconds(cfg, cal) + evals + _fixed_seconds(cal)
 
 
 def _algo_cost(cfg: dict, algo: tuple, fedavg: dict) -> tuple:
@@ -119,11 +124,11 @@ def _algo_cost(cfg: dict, algo: tuple, fedavg: dict) -> tuple:
     return factor, max(0.0, _fixed_seconds(cal) - _fixed_seconds(fedavg))
 
 
-SPIN = 2_000  # iterations of the capacity probe's workload (about 0.2 s alone on one core)
+SPIN = 5_000  # iterations of the capacity probe's workload (about half a second alone on one core)
 
 
 def _spin(iterations: int) -> float:
-    """Seconds a fixed single-thread workload (small matrix products) takes here."""
+    """Seconds a fixed single-thread workload (small matrix products) takes in this (worker) process."""
     import torch
 
     torch.set_num_threads(1)
@@ -135,14 +140,15 @@ def _spin(iterations: int) -> float:
 
 
 def parallel_capacity(workers: int) -> float:
-    """Jobs' worth of work ``workers`` one-thread processes do at once here, measured: ``workers`` x the time of
-    a fixed workload alone / its longest time with all of them running it together (two hyperthreads of one
-    core report as two CPUs but do not work as two; a shared host gives less still)."""
+    """Jobs' worth of work ``workers`` one-thread worker processes do at once here, measured in a pool like the
+    sweep's: ``workers`` x the time of a fixed workload in one worker alone / its longest time with all of them
+    running it together (two hyperthreads of one core report as two CPUs but do not work as two; a shared host
+    gives less still)."""
     if workers <= 1:
         return 1.0
-    alone = min(_spin(SPIN) for _ in range(2))
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        list(pool.map(_spin, [0] * workers))  # every worker started and torch imported before the timing
+        list(pool.map(_spin, [SPIN // 10] * workers))  # every worker started, torch imported and warm
+        alone = min(pool.submit(_spin, SPIN).result() for _ in range(2))
         together = list(pool.map(_spin, [SPIN] * workers))
     return min(float(workers), workers * alone / max(together))

@@ -22,11 +22,12 @@ def test_projection_scales_training_and_evaluation_and_adds_the_fixed_and_readin
     jobs = [types.SimpleNamespace(config=config)] * 3 + [types.SimpleNamespace(config=dict(config, algo="fedsam"))]
     out = estimate.projected_seconds(jobs, workers=2)
     # training: 2.0 s / 2 rounds x 5 / 2 local steps x 16 rounds = 40 s; evaluation: 1.5 s / 3 evaluated rounds x
-    # 17 = 8.5 s; fixed: 5.0 - 2.0 - 1.5 = 1.5 s; reading: 0.25 s
-    assert out["per_job"][("quadratic", "client", 2)] == pytest.approx(40 + 8.5 + 1.5 + 0.25)
+    # 17 = 8.5 s; fixed: 5.0 - 2.0 - 1.5 = 1.5 s
+    assert out["per_job"][("quadratic", "client", 2)] == pytest.approx(40 + 8.5 + 1.5)
     assert out["algo_factor"] == {"fedavg": 1.0, "fedsam": 2.0}
-    # FedSAM's job: FedAvg's + (2 - 1) x 40 s of training + (2.5 - 1.5) s fixed; the sum over 1.25 jobs at once
-    assert out["total_s"] == pytest.approx((3 * 50.25 + 50.25 + 40 + 1.0) / 1.25)
+    # FedSAM's job: FedAvg's + (2 - 1) x 40 s of training + (2.5 - 1.5) s fixed; the sum over 1.25 jobs at
+    # once, then reading the 4 jobs one after another (0.25 s each)
+    assert out["total_s"] == pytest.approx((3 * 50 + 50 + 40 + 1.0) / 1.25 + 4 * 0.25)
 
 
 def test_parallel_capacity_is_measured_and_at_most_the_workers():
