@@ -190,7 +190,7 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     manifests = [run_sweep(plan.spec, out / SWEEP, executor, progress=progress)]
     jobs = None  # every sweep's jobs, read once (and analysed once) for the top-up and the page
     if plan.target is not None or plan.tune is not None:
-        jobs = read_jobs(out / SWEEP)
+        jobs = read_jobs(out / SWEEP, req.workers)
         main, select = _chosen(plan, jobs, echo)
         if plan.target is not None:
             manifests, jobs = _top_up(req, plan.target, out, main, jobs, manifests, executor, echo, progress, select)
@@ -242,7 +242,7 @@ def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: 
         echo(f"top-up {k} to ±{target:.0%}: {len(extra)} cells need more pairs (at most {req.max_units} units "
              f"each): {len(extra)} more jobs, {sum(extra.values())} pairs{text}")
         manifests = [*manifests, run_sweep(spec, out / topup_dir(k), executor, progress=progress)]
-        jobs += read_jobs(out / topup_dir(k))
+        jobs += read_jobs(out / topup_dir(k), req.workers)
     return manifests, jobs
 
 

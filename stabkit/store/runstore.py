@@ -78,6 +78,9 @@ class Recorded(dict):
     def __deepcopy__(self, memo):
         return self
 
+    def __reduce__(self):  # pickled (a job read in a worker process) as its contents, not item by item
+        return Recorded, (dict(self),)
+
     def _read_only(self, *args, **kwargs):
         raise TypeError("a run's recorded config or summary is read-only; change dict(record) instead")
 
