@@ -306,6 +306,6 @@ def test_reading_the_jobs_in_worker_processes_gives_the_same_jobs(atlas_dir):
     alone, parallel = read_jobs(atlas_dir / "sweep"), read_jobs(atlas_dir / "sweep", workers=2)
     assert [j.id for j in parallel] == [j.id for j in alone] and len(alone) == 18
     for a, b in zip(alone, parallel):
-        assert np.array_equal(a.curves, b.curves) and a.bounds == b.bounds and a.final.keys() == b.final.keys()
-        assert all(np.array_equal(a.final[k], b.final[k]) for k in a.final)
+        assert np.array_equal(a.curves, b.curves, equal_nan=True) and a.bounds == b.bounds and a.final.keys() == b.final.keys()
+        assert all(np.array_equal(a.final[k], b.final[k], equal_nan=True) for k in a.final)
         assert a.G == b.G or np.isnan(a.G) and np.isnan(b.G)
