@@ -2,9 +2,12 @@
 
 A tuned atlas measures every algorithm at every value of the grid, so each has a curve of (test quality,
 D_T) points, one per value: test accuracy, or minus the test loss for regression (higher is better). Per
-table (task x perturbation) the **level** is the lowest best quality any learning algorithm reaches: the
-minimum over the algorithms with at least one ``ok`` point of their best ``ok`` quality -- the highest
-level every learning algorithm reaches somewhere on the grid. Along each algorithm's ``ok`` points in
+table (task x perturbation) the **level** is the lowest best quality of the learning algorithms (those with at
+least one ``ok`` point; their best ``ok`` quality each), leaving out the low outliers: a best below Tukey's
+fence Q1 - 1.5 IQR of the bests (with four or more learning algorithms). It is the highest level every other
+learning algorithm reaches somewhere on the grid; the outliers -- DP-FedAvg at strong noise, a method this
+task's grid hardly trains -- say "not reached" instead of dragging every comparison down to their accuracy.
+Along each algorithm's ``ok`` points in
 increasing order of the tuned value (smaller steps first, where D_T is smallest), D_T is interpolated
 linearly between the last point below the level and the first at or above it, its 95% half-width
 likewise. Where the smallest value of the grid already reaches the level, the algorithm may reach it at a
@@ -20,13 +23,19 @@ import pandas as pd
 
 from stabkit.atlas.link import quality
 
+FENCE_MIN = 4  # learning algorithms a table needs before its low outliers are left out of the level
+
 
 def matched_level(table: pd.DataFrame) -> float:
     """The level of one table's cells (every grid value of every algorithm): see the module docstring."""
     ok = table[table["status"] == "ok"]
     if not len(ok):
         return math.nan
-    return float(quality(ok).groupby(ok["algo"]).max().min())
+    best = quality(ok).groupby(ok["algo"]).max().to_numpy(float)
+    if len(best) >= FENCE_MIN:
+        q1, q3 = np.percentile(best, [25, 75])
+        best = best[best >= q1 - 1.5 * (q3 - q1)]
+    return float(best.min())
 
 
 def at_level(points: pd.DataFrame, key: str, level: float) -> dict:

@@ -53,5 +53,5 @@ def tuned_page(grid: pd.DataFrame, meta: dict, suite: Suite, grid_jobs: list, ou
         figures=[(figure, "Stability against accuracy across the grid", f"Per table, each algorithm's D_T (± 95% "
                   f"CI) against test accuracy (test loss for regression) at every {tune.key} of the grid; ringed: "
                   f"the tuned value; dashed: the matched level (the lowest best accuracy of the learning "
-                  f"algorithms).")])
+                  f"algorithms, low outliers left out).")])
     return tuned, extras, TUNED_POLICY + POLICY

@@ -18,7 +18,8 @@ TUNED_COLUMNS = [
     ("tuned", "tuned value", "the grid value with the best validation score at T (validation split of the training "
      "clients; ties to the smaller)", False),
     ("matched", "D_T at matched acc", "D_T interpolated along the algorithm's grid curve at the table's matched "
-     "level (the lowest best accuracy of the learning algorithms); ≤: reached at the grid's smallest value", False),
+     "level (the lowest best accuracy of the learning algorithms, low outliers left out); ≤: reached at the "
+     "grid's smallest value", False),
 ]
 
 

@@ -216,3 +216,20 @@ def test_tuned_page_fits_1280_pixels_and_its_tables_still_sort(tuned):
         d_t.click()
         assert order() == by_disc[::-1]
         assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_the_matched_level_leaves_low_outliers_out():
+    """Five algorithms reach 0.95-0.97 at best and one (strong DP noise) 0.69: the level is 0.95, which the five
+    reach and the outlier does not; with three algorithms every learning one counts (the plain minimum)."""
+    from stabkit.atlas.matched import matched_level, matched_table
+
+    bests = {"a": 0.97, "b": 0.96, "c": 0.955, "d": 0.95, "e": 0.965, "dp": 0.69}
+    rows = [{"task": "t", "perturb": "client", "algo": a, "param.lr": lr, "status": "ok", "test_acc": acc * f,
+             "test_loss": 1 - acc * f, "D_T": 1.0 + lr, "D_T.hw": 0.1}
+            for a, acc in bests.items() for lr, f in ((0.01, 0.9), (0.1, 1.0))]
+    table = pd.DataFrame(rows)
+    assert matched_level(table) == pytest.approx(0.95)
+    m = matched_table(table, "lr").set_index("algo")
+    assert m.loc["dp", "matched"] == "not reached" and m.loc["d", "D_T@level"] == pytest.approx(1.1)
+    three = table[table["algo"].isin(["a", "b", "dp"])]
+    assert matched_level(three) == pytest.approx(0.69)
