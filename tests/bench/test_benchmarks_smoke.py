@@ -87,3 +87,15 @@ def test_refusals_benchmark_smoke(tmp_path):
     report = refusals.main(["--tables", "other", "--every", "4", "--json", str(out)])
     assert report["cases"] == 2 and report["clean"] == 2, report["not_clean"]
     assert json.loads(out.read_text())["per_table_median_s"]["other"] > 0
+
+
+def test_every_benchmark_script_imports():
+    """The scripts no smoke test runs still import: a renamed function in stabkit or a test table moved to its
+    room broke two of them silently before (long_runs.py, flower_differential.py)."""
+    import importlib
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
+    scripts = sorted(p.stem for p in root.glob("*.py"))
+    assert len(scripts) > 15
+    for name in scripts:
+        importlib.import_module(f"benchmarks.{name}")
