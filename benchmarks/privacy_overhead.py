@@ -7,7 +7,8 @@ on the quadratic.
 Each configuration is timed over the workload's rounds at one thread, the three variants alternating within each
 repetition (median over repetitions reported); the measurement must cost at most 1.3x a plain DP-FedAvg run (issue
 34). The audit is timed end to end (building the 10^4-pair run, the noisy and the noiseless references, the
-threshold test) and must take under a minute on 2 cores. Writes ``benchmarks/results_privacy.json``.
+threshold test) and must take under a minute on 2 cores. Writes ``benchmarks/results_privacy.json`` (a run of
+some workloads replaces theirs and keeps the others').
 """
 from __future__ import annotations
 
@@ -88,7 +89,9 @@ def main(argv=None):
     results = {name: workload_overhead(name, args.pairs, args.reps) for name in args.workloads.split(",")}
     torch.set_num_threads(2)
     results["audit"] = audit_time(args.trials)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    out = Path(args.out)
+    kept = json.loads(out.read_text()) if out.is_file() else {}  # the workloads not run this time stay as they were
+    out.write_text(json.dumps({**kept, **results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
