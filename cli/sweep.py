@@ -12,6 +12,7 @@ import time
 import click
 import yaml
 
+from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError
 
 
@@ -47,7 +48,7 @@ NONE_IS_A_WORD = ("save_models",)
 def _shorthand(sets, axes) -> dict:
     read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
     base = {k: read(k, v) for k, v in _pairs(sets, "set").items()}
-    product = {k: [read(k, x) for x in v.split(",") if x.strip()] for k, v in _pairs(axes, "axis").items()}
+    product = {k: [read(k, x) for x in split_names(v)] for k, v in _pairs(axes, "axis").items()}  # [a,b] kept
     return {"base": base, "product": product}
 
 

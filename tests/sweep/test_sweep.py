@@ -171,5 +171,16 @@ def test_cli_shorthand_and_yaml_recipes_parse(tmp_path, capsys):
         code = e.code
     out = capsys.readouterr().out
     assert code in (None, 0) and "2 done, 0 failed of 2 jobs" in out and "done   lr=0.1: D_T = " in out
-    for recipe in sorted(Path(__file__).parents[1].joinpath("figures", "recipes").glob("*.yaml")):
+    recipes = sorted(Path(__file__).resolve().parents[2].joinpath("figures", "recipes").glob("*.yaml"))
+    assert len(recipes) >= 7
+    for recipe in recipes:
         assert len(load_spec(recipe).jobs()) >= 8, recipe
+
+
+def test_an_axis_of_variants_keeps_each_variants_commas():
+    """``--axis algo=fedavg,dp_fedavg[clip=2,noise_multiplier=3]`` is two algorithms, not three items."""
+    from stabkit_cli.sweep import _shorthand
+
+    spec = _shorthand(["rounds=3"], ["algo=fedavg, dp_fedavg[clip=2,noise_multiplier=3]", "lr=0.05,0.1"])
+    assert spec == {"base": {"rounds": 3}, "product": {"algo": ["fedavg", "dp_fedavg[clip=2,noise_multiplier=3]"],
+                                                        "lr": [0.05, 0.1]}}
