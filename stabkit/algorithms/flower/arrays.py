@@ -36,7 +36,7 @@ def npy_header(dtype: np.dtype, shape: tuple) -> tuple:
 
 def to_array(value):
     """``value`` (an ndarray) as a fresh Flower Array, equal field by field to ``Array(value)``; an array
-    that is not C-ordered takes Flower's own path (on a copy in its order, as before this module)."""
+    that is not C-ordered takes Flower's own path, on a C-ordered copy."""
     a = np.asarray(value)
     if not a.flags.c_contiguous:
         return flwr_app().Array(np.array(a))
