@@ -49,7 +49,8 @@ def _holds(h) -> str:
 
 
 def _libra_fit(lib: dict) -> str:
-    """The §3.4 fit line: its T* only when both coefficients are identified (off their bound 0)."""
+    """The excess-risk fit line (Corollary 1's shape, free constants): its T* only when both coefficients are
+    identified (off their bound 0)."""
     coefs = ", ".join(f"{k} = {lib[k]:.3g}" + _unconstrained(lib[k], lib[k + ".ci"]) for k in ("phi1", "phi2"))
     head = f"Libra excess-risk fit e_t = phi1 s_t + phi2 g_t (phi >= 0): {coefs}"
     if lib["fit_degenerate"]:

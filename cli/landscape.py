@@ -1,4 +1,4 @@
-"""``stabkit landscape RUN [RUN ...] [--round T] --plot``: loss surfaces of saved global models (fedswa.md §3.9).
+"""``stabkit landscape RUN [RUN ...] [--round T] --plot``: loss surfaces of saved global models (docs/flatness.md).
 
 Writes ``landscape.json`` (every surface, every choice) and, with ``--plot``, contour and surface figures
 (PNG + PDF) to ``--out`` (default ``RUN/landscape/round_T`` for one run). Several runs are drawn side by

@@ -1,4 +1,4 @@
-"""``stabkit sharpness RUN [--round T]``: scalar sharpness of a run's saved global models (fedswa.md §3.9 L3).
+"""``stabkit sharpness RUN [--round T]``: scalar sharpness of a run's saved global models (docs/flatness.md, L3).
 
 Every pair and trajectory saved after round T: Hessian lambda_max ... lambda_5 (Lanczos, convergence
 reported), lambda_max / lambda_5, Hutchinson trace with its standard error, SAM sharpness by projected

@@ -57,7 +57,7 @@ def hp(default, doc: str, low: Optional[float] = None, high: Optional[float] = N
 
 
 def choice(default: str, doc: str, choices: tuple):
-    """Declare a named-variant hyperparameter (e.g. a spec's UNCERTAIN reading) with its allowed names."""
+    """Declare a named-variant hyperparameter (e.g. a reading a paper leaves open) with its allowed names."""
     return dataclasses.field(default=default, metadata=dict(doc=doc, choices=tuple(choices)))
 
 

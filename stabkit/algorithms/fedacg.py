@@ -1,4 +1,4 @@
-"""FedACG, accelerated client gradient (Kim et al., CVPR 2024; FedSAGD paper App. C.9; fedsagd.md §2.9).
+"""FedACG, accelerated client gradient (Kim et al., CVPR 2024; FedSAGD paper App. C.9).
 
 State: server momentum m (m_0 = 0). lam is the *server momentum* coefficient (the paper's lambda),
 beta_acg the local penalty weight (Kim et al.'s beta; the FedSAGD README's ``--mu 0.01``).

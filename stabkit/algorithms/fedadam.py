@@ -1,4 +1,4 @@
-"""FedAdam (Reddi et al. 2021; FedSAGD paper App. C.6, local = SGD; fedsagd.md §2.6).
+"""FedAdam (Reddi et al. 2021; FedSAGD paper App. C.6, local = SGD).
 
     client: FedAvg client; upload d_i = y_K - x_t
     server: Delta_t = mean_i d_i
@@ -6,7 +6,7 @@
             v_t = beta2 v_{t-1} + (1 - beta2) Delta_t^2                 (elementwise; no bias correction)
             x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)                 (eta = the run's --global-lr)
 
-UNCERTAIN-04 (beta2, tau, v init unspecified): beta2 = 0.99 and tau = 1e-3 (Reddi et al.); ``v_init``
+The paper leaves beta2, tau and the v init unspecified: beta2 = 0.99 and tau = 1e-3 (Reddi et al.); ``v_init``
 ``tau2`` (default: v_{-1} = tau^2, Reddi et al.'s v_{-1} >= tau^2 and FedACG's code) or ``zeros``.
 The paper's experiments use eta = 0.1 (pass --global-lr 0.1); m_{-1} = 0.
 FedAvg's clients with the Adam transform in the server slot (:mod:`stabkit.algorithms.server_opt`); the same

@@ -1,5 +1,5 @@
 """FedANAG, "analog" Nesterov (Zhang et al. 2025; FedSAGD paper App. C.10 for the local rule, the authors'
-``fed_nesterov`` code for the server rule, UNCERTAIN-08; fedsagd.md §2.10).
+``fed_nesterov`` code for the server rule, which the FedSAGD paper does not state).
 
 State: server v (v_0 = 0), in the gradient direction.
 

@@ -1,10 +1,10 @@
-"""FedASAM (Caldarola, Caputo, Ciccone, ECCV 2022, with ASAM of Kwon et al., ICML 2021; fedswa.md §1.8).
+"""FedASAM (Caldarola, Caputo, Ciccone, ECCV 2022, with ASAM of Kwon et al., ICML 2021; a FedSWA-paper baseline).
 
     client step: T = |y| + eta_asam (element-wise);  eps = rho T^2 g / ||T g||_2;
                  y <- y - eta_l grad l_B(y + eps)                      (two gradient evaluations per step)
     server: FedAvg.
 
-rho and eta_asam are UNCERTAIN-U35; defaults are Kwon et al.'s (rho = 0.5 for CIFAR-10, eta = 0.01).
+The FedSWA paper gives no rho or eta_asam; defaults are Kwon et al.'s (rho = 0.5 for CIFAR-10, eta = 0.01).
 rho = 0 is FedAvg bit for bit.
 """
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""FedAvg (McMahan et al. 2017; fedsagd.md §2.1).
+"""FedAvg (McMahan et al. 2017; FedSAGD paper App. C.1).
 
 client: y <- y - eta_l g_i(y), K times; upload d_i = y - x_t.   server: x_{t+1} = x_t + eta mean_i d_i.
 Exactly the base class's rules; it exists as the named reference every reduction test compares against.

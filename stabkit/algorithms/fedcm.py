@@ -1,4 +1,4 @@
-"""FedCM, client-level momentum (Xu et al. 2021; FedSAGD paper App. C.7; fedsagd.md §2.7).
+"""FedCM, client-level momentum (Xu et al. 2021; FedSAGD paper App. C.7).
 
 State: the server direction Delta_t in gradient units (Delta_0 = 0).
 
@@ -8,8 +8,9 @@ State: the server direction Delta_t in gradient units (Delta_0 = 0).
             server=gradient: x_{t+1} = x_t - eta Delta_{t+1}              (eta_g = eta in gradient units; the
                                                                           paper's analysis with eta = 1)
 
-UNCERTAIN-06 is the ``server`` variant; default ``model`` (a step of the same size as FedAvg's, so that
-alpha = 1 is FedAvg bit for bit; the gradient-unit step is 1/(eta_l K) times larger).
+The paper's analysis takes the global step in gradient units (``server=gradient``); default ``model`` (a step
+of the same size as FedAvg's, so that alpha = 1 is FedAvg bit for bit; the gradient-unit step is 1/(eta_l K)
+times larger).
 alpha (weight of the fresh gradient) defaults to 0.1 (App. A.3, EMNIST; Xu et al.).
 """
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ class FedCMParams(HParams):
     alpha: float = hp(0.1, "weight alpha of the fresh local gradient (1 - alpha on the server direction)",
                       low=0.0, high=1.0, low_open=True)
     server: str = choice("model", "server step: model = x + eta mean d (eta_g = eta eta_l K), gradient = "
-                         "x - eta Delta (gradient units, the paper's analysis) (UNCERTAIN-06)",
+                         "x - eta Delta (gradient units, the paper's analysis)",
                          ("model", "gradient"))
 
 

@@ -1,4 +1,4 @@
-"""FedDyn (Acar et al. 2021; FedSAGD paper App. C.4; fedsagd.md §2.4). The paper's lambda is Acar's alpha.
+"""FedDyn (Acar et al. 2021; FedSAGD paper App. C.4). The paper's lambda is Acar's alpha.
 
 State: client h_i, server h (zero at t = 0).
 
@@ -8,8 +8,9 @@ State: client h_i, server h (zero at t = 0).
             original:  x_{t+1} = x_t + eta mean_i d_i - h/lam    (eta = 1: Acar's mean_i y_i - h/lam)
             analysis:  x_{t+1} = x_t + eta mean_i d_i            (App. C drops the h-correction)
 
-Variant ``server`` (spec §2.4 / errata 6): ``original`` (default, Acar et al.; needs lam > 0) or
-``analysis``. h is maintained in both. Variant ``anchor`` (fedinit.md §1.3, F-U25; matters only under a
+Variant ``server`` (the FedSAGD analysis drops the h-correction): ``original`` (default, Acar et al.; needs
+lam > 0) or ``analysis``. h is maintained in both. Variant ``anchor`` (the FedInit paper leaves it open, see
+docs/code-readings.md; matters only under a
 relaxed initialisation): ``x_t`` (default; RI moves only the start point) or ``start`` (the FedInit code:
 the penalty lam (y - y_0), the h_i update and the server's h use the relaxed start point y_0).
 With server=analysis and lam = 0, FedDyn is FedAvg bit for bit.

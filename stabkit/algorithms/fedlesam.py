@@ -1,4 +1,4 @@
-"""FedLESAM (Fan et al., ICML 2024; fedswa.md §1.8): locally estimated global SAM perturbation.
+"""FedLESAM (Fan et al., ICML 2024; a FedSWA-paper baseline): locally estimated global SAM perturbation.
 
     client i stores theta_old_i = the global model it received at its previous participation
     round t: delta = theta_old_i - x_t;  eps = rho delta / ||delta||_2   (fixed for the whole round)
@@ -6,8 +6,8 @@
     after the round: theta_old_i <- x_t;  server: FedAvg.
 
 The gradient at y + eps is processed at y (clipping, weight decay mu y), as for FedSAM. eps = 0 where
-delta = 0. First participation (no theta_old), UNCERTAIN-U35, ``first``:
-  * ``sgd`` (default, the spec's suggestion): eps = 0, plain SGD steps. "Has participated" is the client
+delta = 0. First participation (no theta_old; not specified by the paper), ``first``:
+  * ``sgd`` (default): eps = 0, plain SGD steps. "Has participated" is the client
     state ``seen`` (0 until the client's first round, then 1; only its first entry is read);
   * ``x0``: theta_old starts at the initial global model x_0 (as if received before round 0), so a
     client's first round perturbs along x_0 - x_t (eps = 0 in round 0).
@@ -25,8 +25,8 @@ FIRST = ("sgd", "x0")
 
 @dataclass(frozen=True)
 class FedLESAMParams(HParams):
-    rho: float = hp(0.05, "perturbation radius rho_sam (UNCERTAIN-U12/U35)", low=0.0)
-    first: str = choice("sgd", "first participation (UNCERTAIN-U35): sgd = no perturbation, "
+    rho: float = hp(0.05, "perturbation radius rho_sam (not given by the FedSWA paper)", low=0.0)
+    first: str = choice("sgd", "first participation (paper silent): sgd = no perturbation, "
                         "x0 = theta_old starts at the initial global model", FIRST)
 
 

@@ -1,8 +1,8 @@
-"""FedLNAG, local Nesterov momentum (Yu, Jin & Yang 2019; FedSAGD paper App. C.5; fedsagd.md §2.5).
+"""FedLNAG, local Nesterov momentum (Yu, Jin & Yang 2019; FedSAGD paper App. C.5).
 
 Two momentum forms (``momentum_form``):
 
-    damped_lookahead (paper analysis):  y_look = y - beta m          (lookahead=lr_beta: y - eta_l beta m, UNCERTAIN-05)
+    damped_lookahead (paper analysis):  y_look = y - beta m          (lookahead=lr_beta: y - eta_l beta m)
                                         m <- beta m + (1 - beta) g_i(y_look) ;  y <- y - eta_l m
     pytorch_nesterov (reference code):  m <- beta m + g_i(y) ;  y <- y - eta_l (g_i(y) + beta m)
 
@@ -34,7 +34,8 @@ def pytorch_nesterov(beta, m, g):
 
 
 MOMENTUM_FORMS = {"damped_lookahead": damped_lookahead, "pytorch_nesterov": pytorch_nesterov}
-# where the damped form evaluates the gradient: y - scale m, scale from (beta, the step's lr) (UNCERTAIN-05)
+# where the damped form evaluates the gradient: y - scale m, scale from (beta, the step's lr); the paper's
+# lookahead reads as beta or as eta_l beta
 LOOKAHEADS = {"beta": lambda beta, lr: beta * 1.0, "lr_beta": lambda beta, lr: beta * lr}
 
 
@@ -81,7 +82,7 @@ class FedLNAGParams(HParams):
                                 "FedLNAG*), average = server mean of last round's client momenta (code)",
                                 tuple(SYNCS))
     lookahead: str = choice("beta", "damped form's gradient point: beta = y - beta m (as printed), "
-                            "lr_beta = y - eta_l beta m (UNCERTAIN-05)", tuple(LOOKAHEADS))
+                            "lr_beta = y - eta_l beta m", tuple(LOOKAHEADS))
 
 
 class FedLNAG(Algorithm):

@@ -1,4 +1,4 @@
-"""FedProx (Li et al. 2020; fedsagd.md §2.2).
+"""FedProx (Li et al. 2020; FedSAGD paper App. C.2).
 
 client: y <- y - eta_l (g_i(y) + lam (y - x_t)); server as FedAvg. lam is the prox weight (Li et al.'s mu;
 the FedSAGD paper calls it lambda). lam = 0 is FedAvg bitwise.

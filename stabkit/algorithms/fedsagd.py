@@ -1,4 +1,4 @@
-"""FedSAGD, Algorithm 1 of the FedSAGD paper (fedsagd.md §2.12).
+"""FedSAGD, Algorithm 1 of the FedSAGD paper.
 
     local:  m = beta_local v_t + g ;  y <- y - eta_l (m + (lam + mu) y - lam x_t)          (lines 9-10)
     server: Delta = mean_i (y_i - x_t)
@@ -6,7 +6,7 @@
             x_{t+1} = x_t + eta Delta                                                       (line 16)
 
 The hybrid proximal term is FedProx's prox (lam) plus L2 weight decay (mu). Algorithm 1 uses one beta in
-both places; the authors' code has a separate local weight beta_0 = 0.1 (UNCERTAIN-10), so ``beta_local``
+both places; the authors' code has a separate local weight beta_0 = 0.1 (not in the paper), so ``beta_local``
 defaults to ``beta`` (Algorithm 1) and can be set separately. beta = lam = mu = 0 is FedAvg bitwise.
 ``eta_l`` in line 15 is the round's (decayed) client lr.
 """

@@ -1,37 +1,37 @@
-"""FedSWA, FedMoSWA and FedMo (Liu et al., ICML 2025; fedswa.md §1.1-1.6).
+"""FedSWA, FedMoSWA and FedMo (Liu et al., ICML 2025; FedSWA paper, Algorithm 1).
 
-Shared pieces (``SWAServer``): the within-round linear learning-rate decay with restart (Eq. 3, §1.2)
+Shared pieces (``SWAServer``): the within-round linear learning-rate decay with restart (the paper's Eq. (3))
 
     eta_k = eta_l [1 - (1 - rho) k / K],  k = 0..K-1     (eta_l = the round's lr after the run's per-round decay)
 
-and the server "EMA" / extrapolation (Alg. 1 line 17, §1.3)
+and the server "EMA" / extrapolation (Alg. 1 line 17)
 
     x_t = x_{t-1} + alpha (mean_i y_i - x_{t-1})          here: x + (eta_g * alpha) mean_i (y_i - x),
 
 i.e. alpha multiplies the run's global lr eta_g (eta_g = 1 gives the paper's rule).
 
-FedSWA (§1.3): local SGD with the schedule, server as above. rho = 1, alpha = 1 is FedAvg bit for bit.
+FedSWA (paper, Section 3.2): local SGD with the schedule, server as above. rho = 1, alpha = 1 is FedAvg bit for bit.
 
-FedMoSWA (§1.4): clients keep c_i, the server keeps m (both zero-initialised unless ``init = grad``):
+FedMoSWA (Section 3.3): clients keep c_i, the server keeps m (both zero-initialised unless ``init = grad``):
 
     local:    y <- y - eta_k (g - c_i + m)                                            (Eq. 5)
     Option I: c_i^+ = grad F_i(x_{t-1})  (full local gradient, treated like g by ``ctx.process``)
-    Option II: c_i^+ = c_i - m + (y_0 - y_K) / sum_k eta_k  (exact sum of the round's step lrs, U5)
+    Option II: c_i^+ = c_i - m + (y_0 - y_K) / sum_k eta_k  (exact sum of the round's step lrs)
     upload:   c_i^+ - m  (not c_i^+ - c_i);  server  m <- m + gamma mean_i (c_i^+ - m)  (Eq. 7)
     model:    the SWA server above.
 
-Variants of the spec's UNCERTAIN items: ``option`` = II (paper's experiments, default) | I (SCAFFOLD timing:
-c_i^+ at x_{t-1} after the round, U4) | I_same_round (the proofs' timing: c_i = grad F_i(x_{t-1}) and the new
-m are computed before the local steps and used in the same round, U4); ``init`` (U6) = zeros (code, default)
+Variants where the paper is ambiguous: ``option`` = II (paper's experiments, default) | I (SCAFFOLD timing:
+c_i^+ at x_{t-1} after the round) | I_same_round (the proofs' timing: c_i = grad F_i(x_{t-1}) and the new
+m are computed before the local steps and used in the same round); ``init`` = zeros (code, default)
 | grad (theory: at round 0 every sampled client's c_i = grad F_i(x_0) and m^0 = their mean; exact under full
 participation, clients first sampled later keep c_i = 0) | first_upload (code: zeros, and round 0's server step
-is m = mean_i (c_i^+ - m), gamma = 1 once); ``denominator`` (U5) = exact (paper) | code (K eta_l (1 + rho)/2).
-The code's reading (fedswa.md §1.10) is gamma = 0.1, init = first_upload, denominator = code (the
+is m = mean_i (c_i^+ - m), gamma = 1 once); ``denominator`` = exact (paper) | code (K eta_l (1 + rho)/2).
+The authors' code's reading (docs/code-readings.md) is gamma = 0.1, init = first_upload, denominator = code (the
 ``fedswa-*`` presets). Each reading is a named entry of a table (``OPTIONS``: when c_i^+ is refreshed;
 ``INITS``; ``DENOMINATORS``), the paper's first, so the hooks read no flags. Under a relaxed initialisation Option II measures
 the local displacement from the actual start point y_0.
 
-FedMo (§1.5, U8) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same class).
+FedMo (the paper's ablation, Section 6.2) = FedMoSWA with rho = 1, alpha = 1 (its own defaults, same class).
 """
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -40,13 +40,13 @@ from stabkit.algorithms.base import Algorithm, Given, HParams, choice, descend, 
 from stabkit.algorithms.rules import client_delta, full_gradient_at_x, gradient_units, on_clients, server_step
 
 _RHO = dict(doc="within-round lr decay ratio rho (last step ~ rho * lr; 1 = constant lr)", low=0.0, high=1.0)
-_ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper 1.5 for FedSWA and FedMoSWA, "
-              "UNCERTAIN-U7; 1 = plain averaging)")
+_ALPHA_DOC = ("server EMA / extrapolation alpha, multiplies the global lr (paper 1.5 for FedSWA and FedMoSWA; "
+              "1 = plain averaging)")
 _GAMMA_DOC = "server control-variable rate gamma: m <- m + gamma mean_i (c_i^+ - m)"
 _OPTION_DOC = "control-variate refresh: II (paper) | I (SCAFFOLD timing) | I_same_round (proofs' timing)"
-_INIT_DOC = ("initial c_i, m (UNCERTAIN-U6): zeros | grad (theory: c_i = grad F_i(x_0), m = mean) | "
+_INIT_DOC = ("initial c_i, m: zeros | grad (theory: c_i = grad F_i(x_0), m = mean) | "
              "first_upload (code: zeros, and the first round sets m = mean upload instead of gamma-stepping)")
-_DENOMINATOR_DOC = ("Option II denominator (UNCERTAIN-U5): exact = sum_k eta_k (paper) | "
+_DENOMINATOR_DOC = ("Option II denominator: exact = sum_k eta_k (paper) | "
                     "code = K eta_l (1 + rho)/2 (the authors' code)")
 def linear_decay_lr(lr: float, rho: float, k: int, K: int) -> float:
     """FedSWA's Eq. (3): lr of local step k of K, restarting at ``lr`` every round."""
@@ -75,7 +75,7 @@ class FedSWAParams(HParams):
 class FedSWA(SWAServer):
     name = "fedswa"
     title = "FedSWA"
-    reference = "Liu et al., ICML 2025, §3.2 and Algorithm 1"
+    reference = "Liu et al., ICML 2025, Section 3.2 and Algorithm 1"
     params_cls = FedSWAParams
 
 
@@ -94,7 +94,7 @@ DENOMINATORS = {"exact": exact_units, "code": code_units}
 
 
 class Init(NamedTuple):
-    """Initial c_i, m (UNCERTAIN-U6): ``grad`` sets c_i = grad F_i(x_0) and m^0 = their mean in round 0;
+    """Initial c_i, m: ``grad`` sets c_i = grad F_i(x_0) and m^0 = their mean in round 0;
     ``first_rate`` replaces gamma in round 0 (the code's m = mean upload)."""
 
     grad: bool = False
@@ -163,7 +163,7 @@ class FedMoParams(FedMoSWAParams):
 class FedMoSWA(SWAServer):
     name = "fedmoswa"
     title = "FedMoSWA"
-    reference = "Liu et al., ICML 2025, §3.3, Eqs. (5)-(7) and Algorithm 1"
+    reference = "Liu et al., ICML 2025, Section 3.3, Eqs. (5)-(7) and Algorithm 1"
     params_cls = FedMoSWAParams
     server_state = ("m",)
     client_state = ("c",)

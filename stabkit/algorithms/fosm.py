@@ -1,24 +1,24 @@
-"""Server momentum: Libra's Algorithm 1 option (ii), FOSM, and its named special cases (libra.md §1.1-1.3).
+"""Server momentum: Libra's Algorithm 1 option (ii), FOSM, and its named special cases (Libra, Algorithm 1).
 
 Clients run plain local SGD (FedAvg's client) and report the pseudo-gradient in Libra's sign convention,
 ``d^t = mean_i (x^t - x_i^{t,K}) = -mean_i delta_i``. The server keeps one momentum buffer ``m``:
 
-    m^t     = beta m^{t-1} + nu d^t          (m^{-1} = 0, UNCERTAIN L-U1: the first m is nu d^0)
+    m^t     = beta m^{t-1} + nu d^t          (m^{-1} = 0, as Libra's App. D assumes: the first m is nu d^0)
     x^{t+1} = x^t - eta_g m^t                (eta_g = the run's global lr)
 
 FedAvg's clients with the :func:`~stabkit.algorithms.server_opt.momentum` transform in the server slot (any
-client rule takes it as ``MomentumServer(inner, FOSMParams(...))``, named ``<inner>+momentum``). Special cases (§1.2),
+client rule takes it as ``MomentumServer(inner, FOSMParams(...))``, named ``<inner>+momentum``). Special cases,
 one class each, sharing this machinery (only ``nu`` differs):
 
 * ``fosm``      beta, nu free.   beta = 0, nu = 1 is FedAvg / server SGD bit for bit; beta = 0, any nu is
   server SGD with global lr ``nu * eta_g``.
-* ``fedavgm``   nu = 1 (Hsu et al. 2019). FedSAGD spec §2.11 writes it with the opposite sign of d:
+* ``fedavgm``   nu = 1 (Hsu et al. 2019). The FedSAGD authors' code (``fedavgm``) writes it with the opposite sign of d:
   ``m_{t+1} = beta m_t + mean_i delta_i``, ``x_{t+1} = x_t + eta m_{t+1}``; that buffer is exactly
   ``-m`` here, so the two agree (tested). beta = 0 is FedAvg bit for bit.
 * ``fosm_ema``  nu = 1 - beta: an exponential moving average of d, Libra's "fundamental form of FedCM"
   (distinct from the client-level FedCM of Xu et al.).
 
-Second-order form (§1.3): ``x^{t+1} = (1 + beta) x^t - beta x^{t-1} - eta_g nu d^t`` (constant eta_g).
+Second-order form (as in Libra's proofs): ``x^{t+1} = (1 + beta) x^t - beta x^{t-1} - eta_g nu d^t`` (constant eta_g).
 The server state ``m`` (Libra's sign) is logged by the engine as ``disc_m`` / ``norm_m_a`` / ``norm_m_b``.
 """
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""MimeLite (Karimireddy et al. 2021, "Mime"; FedSAGD paper App. C.8; fedsagd.md §2.8).
+"""MimeLite (Karimireddy et al. 2021, "Mime"; FedSAGD paper App. C.8).
 
 State: server momentum m (m_0 = 0).
 
@@ -7,7 +7,7 @@ State: server momentum m (m_0 = 0).
     server: x_{t+1} = x_t + eta mean_i d_i
             m_{t+1} = (1 - beta) mean_i G_i + beta m_t
 
-G_i gets the run's gradient treatment (clipping; weight decay at x_t only under the spec's
+G_i gets the run's gradient treatment (clipping; weight decay at x_t only under the analysis's
 ``weight_decay_placement=gradient`` -- the MimeLite code's G_i has none, the default). The reference code
 averages one epoch of minibatch gradients at x_t, which with an exact partition of the data is the full
 gradient used here. beta defaults to 0.2 (App. A.3; the README's CIFAR-100 run uses 0.9). beta = 0 is

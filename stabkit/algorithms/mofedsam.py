@@ -1,5 +1,6 @@
-"""MoFedSAM (Qu et al., ICML 2022; fedswa.md §1.8, UNCERTAIN-U34): local SAM on FedCM's client rule, i.e.
-FedCM-style client momentum along the global update direction Delta (server state, in gradient units).
+"""MoFedSAM (Qu et al., ICML 2022; a FedSWA-paper baseline, which that paper does not spell out):
+local SAM on FedCM's client rule, i.e. FedCM-style client momentum along the global update direction Delta
+(server state, in gradient units).
 
     client step: g_SAM as in FedSAM;  v = alpha_mo g_SAM + (1 - alpha_mo) Delta_t;  y <- y - eta_l v
     server:      x_{t+1} = x_t + eta mean_i (y_i - x_t)                  (FedAvg)
@@ -7,8 +8,8 @@ FedCM-style client momentum along the global update direction Delta (server stat
     eta_l is the round's (decayed) client lr.
 
 This is exactly the ``SAM`` wrapper around ``FedCM`` (stabkit.algorithms.fedcm) with its ``model`` server
-step; the momentum and the Delta bookkeeping are FedCM's. Defaults from the reference code (UNCERTAIN-U12/U34):
-SAM step eta_l (1 - 0.9) plus -0.9 eta_l Delta per step, i.e. alpha_mo = 0.1, and rho_sam = 0.1.
+step; the momentum and the Delta bookkeeping are FedCM's. Defaults from the reference code (the FedSWA paper
+gives none): SAM step eta_l (1 - 0.9) plus -0.9 eta_l Delta per step, i.e. alpha_mo = 0.1, and rho_sam = 0.1.
 rho = 0 with alpha_mo = 1 is FedAvg bit for bit.
 """
 from dataclasses import dataclass

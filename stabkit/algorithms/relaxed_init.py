@@ -1,9 +1,9 @@
-"""Relaxed initialisation (RI, FedInit Algorithm 1 line 6; fedinit.md §1.1-1.3) for any algorithm.
+"""Relaxed initialisation (RI, FedInit Algorithm 1 line 6, and its Table 6) for any algorithm.
 
 Each client starts local training from ``x_t + beta (x_t - last_i)``, where ``last_i`` is its final local
 model from its previous participation (``x_0`` before the first one), and remembers its new final local
 model. Everything else in the wrapped method is unchanged ("irrelevant to the local optimizer").
-Aggregation variants (UNCERTAIN F-U1): ``model_avg`` (paper line 16: uploads are measured from x_t, so
+Aggregation variants (paper vs its authors' code): ``model_avg`` (paper line 16: uploads are measured from x_t, so
 with eta = 1 the server takes the mean of the final local models) and ``delta_from_init`` (reference code:
 uploads are measured from the RI start point, which also applies the RI correction at the server).
 beta = 0 is the wrapped method bit for bit.
@@ -22,7 +22,7 @@ AGGREGATIONS = ("model_avg", "delta_from_init")
 class RIParams(HParams):
     beta: float = hp(0.1, "relaxed-initialisation coefficient beta (authors' code default 0.1; "
                      "negative moves the start towards the last local model)")
-    aggregation: str = choice("model_avg", "server aggregation (UNCERTAIN F-U1): model_avg = paper line 16 "
+    aggregation: str = choice("model_avg", "server aggregation: model_avg = paper line 16 "
                               "(uploads from w^t); delta_from_init = reference code (uploads from the RI point)",
                               AGGREGATIONS)
 

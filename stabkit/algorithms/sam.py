@@ -1,4 +1,4 @@
-"""Shared sharpness-aware-minimisation (SAM) machinery for the SAM baselines (fedswa.md §1.8, §1.9).
+"""Shared sharpness-aware-minimisation (SAM) machinery for the SAM baselines of the FedSWA paper (SAM: its App. A).
 
 SAM's first-order inner maximisation perturbs the local model along the (scaled) gradient direction a:
 

@@ -1,4 +1,4 @@
-"""SCAFFOLD (Karimireddy et al. 2020; FedSAGD paper App. C.3; fedsagd.md §2.3).
+"""SCAFFOLD (Karimireddy et al. 2020; FedSAGD paper App. C.3).
 
 State: server control variate c, client control variates c_i (all zero at t = 0).
 

@@ -1,5 +1,6 @@
-"""Libra's measurement statistics on an excess-risk curve (libra.md §2.5, §3.4): its minimum T*, the fitting
-regime at the end of training, and the NNLS fit of the measured proxy by phi1 s_t + phi2 g_t with t-intervals.
+"""Libra's measurement statistics on an excess-risk curve (Libra, Definition 1 and Corollary 1): its minimum
+T*, the fitting regime at the end of training, and the NNLS fit of the measured proxy by phi1 s_t + phi2 g_t
+with t-intervals.
 
 Statistics of measured curves, beside :mod:`stabkit.analysis.fits` (growth laws); the bounds they are applied to
 (Corollary 1 on measured s_t, g_t: :func:`stabkit.analysis.bounds.libra.excess_risk_dynamics`) stay in
@@ -12,16 +13,17 @@ from scipy.optimize import nnls
 
 
 def minimum_excess_risk_round(e_t, start: int = 0) -> int:
-    """T* = argmin_t e_t (Definition 1, §2.5), ignoring NaNs and rounds before ``start`` (first occurrence)."""
+    """T* = argmin_t e_t (Libra, Definition 1), ignoring NaNs and rounds before ``start`` (first occurrence)."""
     e = np.asarray(e_t, float).copy()
     e[:start] = np.nan
     return int(np.nanargmin(e))
 
 
 def fitting_regime(e_t, tol: float = 0.05, tail: float = 0.1, start: int = 0) -> str:
-    """Fitting regime at the END of training relative to T* = argmin e_t (§2.5 Def. 1, §2.12 claim 1, §4.3).
+    """Fitting regime at the END of training relative to T* = argmin e_t (Libra, Definition 1).
 
-    Libra: the minimum at T* is benign fitting, t < T* is under-fitting, t > T* is over-fitting. Operationalised
+    Libra (its remark on the excess-risk dynamics): the minimum at T* is benign fitting, t < T* is
+    under-fitting, t > T* is over-fitting. Operationalised
     with a relative tolerance on the curve's range R = max e - min e (over t >= start):
       * "over-fitting":  the last value lies more than ``tol * R`` above the minimum (e rose again after T*);
       * "under-fitting": not over-fitting, and e is still decreasing at the end: its mean decrease per round over
@@ -45,7 +47,8 @@ def fitting_regime(e_t, tol: float = 0.05, tail: float = 0.1, start: int = 0) ->
 
 
 def fit_excess_risk(e_t, s_t, g_t, start: int = 0) -> dict:
-    """§3.4: fit e_t ~ phi1 s_t + phi2 g_t with phi1, phi2 >= 0 (scipy.optimize.nnls) over t >= start.
+    """Corollary 1's shape with free constants: fit e_t ~ phi1 s_t + phi2 g_t with phi1, phi2 >= 0
+    (scipy.optimize.nnls) over t >= start.
 
     Returns phi1, phi2, the fitted curve (all t), the residual norm, ``phi1.ci`` / ``phi2.ci`` (95% intervals of
     the unconstrained least-squares coefficients, t distribution) and ``degenerate``: a coefficient sits on its

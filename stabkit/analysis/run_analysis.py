@@ -194,7 +194,7 @@ def _libra(setting: Setting) -> dict:
     """Libra's excess-risk dynamics on the measured curves s_t = E||x_t - x'_t||^2 and g_t = ||grad f||^2.
 
     ``T_star`` / ``regime``: Corollary 1 (gamma-optimised) with the estimated L and C = 1/(2 mu_PL);
-    ``T_star_fit``: libra.md §3.4's fit of the measured excess-risk proxy e_t = test loss - min f by
+    ``T_star_fit``: the fit (Corollary 1's shape) of the measured excess-risk proxy e_t = test loss - min f by
     phi1 s_t + phi2 g_t (phi >= 0), whose argmin estimates T* with free constants -- None when the fit is
     degenerate (``fit_degenerate``: a phi on its bound 0, e.g. phi1 = 0 leaves the stability term unidentified
     and the "T*" would be the minimum of the gradient-norm curve alone); ``phi1.ci``/``phi2.ci`` are the

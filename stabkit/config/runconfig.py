@@ -29,7 +29,7 @@ CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 DP_NOISE = ("coupled", "independent")  # stabkit.engine.noise
 AUGMENTATIONS = ("none", "crop_flip")  # stabkit.engine.augment
-WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD spec's analysis
+WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference codes | FedSAGD paper's analysis
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
@@ -79,7 +79,7 @@ class RunConfig:
     weight_decay_placement: str = option(
         "direction", "direction: y - lr (direction + wd y), wd y added to the algorithm's final local direction "
         "as torch.optim.SGD(weight_decay) in the papers' codes; gradient: wd y added to the loss gradient before "
-        "the algorithm mixes it (the FedSAGD spec's analysed reading)")
+        "the algorithm mixes it (the FedSAGD paper's analysed reading)")
     clip: Optional[float] = option(None, "clip each minibatch gradient to this norm (default: no clipping)")
     ri_beta: float = option(0.0, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
                             "x_t + β(x_t − their last local model); 0 = off")

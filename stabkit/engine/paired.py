@@ -13,7 +13,7 @@ Weight decay (``EngineSettings.weight_decay_placement``): ``direction`` (default
 as ``torch.optim.SGD(weight_decay=wd)`` on the final local direction) hands the algorithm the clipped loss
 gradient and adds ``lr_k * wd * y`` to every local step after the algorithm's own step, so no algorithm
 coefficient scales the decay and no algorithm state (momenta, control variates, MimeLite's G_i) holds it;
-``gradient`` (the FedSAGD spec's analysed reading) adds ``wd * y`` to every loss gradient the algorithm sees
+``gradient`` (the FedSAGD paper's analysed reading) adds ``wd * y`` to every loss gradient the algorithm sees
 (``ctx.process``), so FedCM/MoFedSAM scale it by alpha, FedANAG by 1 + beta, MimeLite by 1 - beta and G_i
 carries it. With wd = 0 the two are the same run bit for bit.
 """
@@ -331,7 +331,8 @@ class PairedEngine:
 
 
 def _local_discrepancy(y: torch.Tensor):
-    """Local discrepancy estimators at one local step (fedsagd.md §1.6).
+    """Local discrepancy estimators at one local step (the FedSAGD paper's App. A.4 "maximum discrepancy
+    among client models", read three ways).
 
     L1 ``[R, 2]``: max distance between two clients of the same run (shared start);
     L2 ``[R]``: max over slots of the cross-run distance in the same slot;

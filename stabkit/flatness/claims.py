@@ -1,8 +1,9 @@
-"""Verdicts on the FedSWA paper's flatness claims (fedswa.md §4.F) from the jobs of a sweep.
+"""Verdicts on the FedSWA paper's flatness claims (its Figs. 1, 4, 6-10 and Section 6.2;
+F1-F4 below) from the jobs of a sweep.
 
 Input: one row per job with ``algo``, the final discrepancy ``D_T`` and the ``sharp_*`` columns of
 :func:`stabkit.flatness.runlog.final_sharpness`; an optional heterogeneity axis ``dirichlet_alpha``
-(levels); seeds are averaged. Each claim is checked at every level, on the measures the spec names.
+(levels); seeds are averaged. Each claim is checked at every level, on the measures named below.
 Every comparison is decided within its noise: a difference smaller than its combined standard error (over
 seeds, and over each job's models from the ``sharp_*_se`` columns) is *not resolved*, not a failure. A
 claim is ``supported`` if every comparison holds, ``not supported`` if one fails beyond its standard

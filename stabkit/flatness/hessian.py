@@ -2,7 +2,7 @@
 
 * :func:`lanczos`: the top ``k`` eigenvalues (largest algebraic: lambda_max, ..., lambda_k) and the smallest
   Ritz value of every model's Hessian by the Lanczos method with full reorthogonalisation (Golub & Van
-  Loan §10.1). Convergence is reported per model: the residual ||H y - theta y|| = |beta_j s_j| of every
+  Loan, Section 10.1). Convergence is reported per model: the residual ||H y - theta y|| = |beta_j s_j| of every
   top Ritz pair bounds its eigenvalue error; iteration stops once every model's top-k residuals are below
   ``tol`` * |lambda_max| (or at ``max_iter``, or when the Krylov space is exhausted: then exact).
 * :func:`hutchinson`: tr(H) = E[z^T H z] with Rademacher probes z, and its standard error over probes.

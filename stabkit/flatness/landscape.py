@@ -1,4 +1,4 @@
-"""``stabkit landscape``: the loss landscape of a run's saved global models (fedswa.md §3.9 L1, L2).
+"""``stabkit landscape``: the loss landscape of a run's saved global models (docs/flatness.md, L1 and L2).
 
 For the model of pair ``pair``, trajectory ``traj`` saved after round T:
 

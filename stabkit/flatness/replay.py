@@ -1,6 +1,6 @@
 """Client models of a saved round, by replaying the run.
 
-The model-plane picture (fedswa.md §3.9 L2, the paper's Fig. 1(f) / Fig. 2) needs the clients' local
+The model-plane picture (docs/flatness.md, L2; the FedSWA paper's Fig. 1(f) / Fig. 2) needs the clients' local
 models θ_{i,K} of a round next to the server model. A run saves only global models, and the local models
 of stateful algorithms (FedMoSWA's control variates, MoFedSAM's momentum, ...) depend on state the saved
 models do not hold, so restarting local training from a saved x_T would give other client models than the

@@ -3,7 +3,8 @@
 At each chosen round t (after round t's server update; t = 0 is the shared start) every measure of
 :mod:`stabkit.flatness.measure` is taken for the global model of every pair and trajectory on its own
 training objective f = (1/M) sum_i F_i -- over the run's ``--eval-fraction`` subset of every client's
-samples (all of them by default) -- and, for the claims about local flatness (fedswa.md §4.F F4), the
+samples (all of them by default) -- and, for the claims about local flatness (claim F4 of
+:mod:`stabkit.flatness.claims`), the
 top Hessian eigenvalue of each of round t's clients at its final local model on its own data
 (``local_lambda_max``, ``local_loss``: means over the round's clients). Rows go to ``RUN/sharpness.csv``
 (one per round x pair x trajectory), the settings to ``RUN/sharpness.json``; both written atomically.

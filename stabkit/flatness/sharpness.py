@@ -1,4 +1,4 @@
-"""Sharpness of a loss at a point, batched over models and radii (fedswa.md §3.9 L3).
+"""Sharpness of a loss at a point, batched over models and radii (docs/flatness.md, L3).
 
 * SAM sharpness S_r(theta) = max_{||eps|| <= r} F(theta + eps) - F(theta) (Foret et al. 2021, App. A.1 of
   the FedSWA paper), estimated by projected gradient ascent on the ball: eps_0 = r g / ||g|| (SAM's own

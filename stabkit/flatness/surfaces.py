@@ -1,7 +1,7 @@
 """Loss surfaces: train and test loss of the models center + coords @ basis, on a grid or a line.
 
 * :func:`random_plane`: f(a, b) = loss(theta + a d1 + b d2) on [-span, span]^2 with filter-normalised
-  directions (fedswa.md §3.9 L1), and the 1-D slices f(a, 0) with their curvature at 0;
+  directions (Li et al. 2018; docs/flatness.md, L1), and the 1-D slices f(a, 0) with their curvature at 0;
 * :func:`model_plane`: the plane through the server model spanned by the first two principal directions
   of the client models' offsets θ_{i,K} - θ_t, with every client (and any extra model) projected onto it
   as a dot, on a grid covering the projections with a margin (L2, Fig. 1(f) / Fig. 2 style);

@@ -1,5 +1,5 @@
 """The Shakespeare next-character model: Embedding(80, 8), a 2-layer LSTM of 100 units, Linear(100, 80) on the
-last time step (fedsagd.md §5.1, the FedDyn / FedSAGD reference code).
+last time step (the FedDyn / FedSAGD reference code).
 
 The LSTM is a hand-written cell loop with ``torch.nn.LSTM``'s parameter names, shapes, gate order (i, f, g, o)
 and initialisation, so parameter counts, state dicts and outputs match ``nn.LSTM`` (a test checks this).

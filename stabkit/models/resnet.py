@@ -1,6 +1,6 @@
 """ResNet-18 with GroupNorm (the papers' "ResNet-18-GN"): torchvision's ResNet-18 layout (7x7 stride-2 stem,
 max-pool, four stages of two basic blocks, global average pool) with every BatchNorm replaced by
-GroupNorm(2 groups), as in the FedSAGD / FedSWA reference code (fedsagd.md §5.1, UNCERTAIN-20).
+GroupNorm(2 groups), as in the FedSAGD / FedSWA reference code (the FedSAGD paper does not give the group count).
 Written out here (torchvision is not a dependency); parameter names and counts match torchvision's
 ``resnet18(num_classes=C, norm_layer=lambda c: GroupNorm(2, c))``: 11,181,642 for C = 10.
 """

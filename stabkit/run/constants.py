@@ -1,6 +1,7 @@
 """Estimate the constants the papers' bounds need, from a run and its task (stored as constants.json).
 
-Estimators follow the specs' recommendations (fedsagd.md §1.5, libra.md §3.6, fedinit.md §3.3):
+The papers give no estimators; these are plug-ins for their constants (the FedSAGD paper's Theta of
+Lemma C.1, Libra's and FedInit's L, sigma_l, sigma_g, mu and D):
 
 * ``theta_max`` / ``theta_rms``: the max / rms raw minibatch-gradient norm logged every round (Θ_emp);
 * ``L``: largest |Hessian eigenvalue| of f (trajectory A's training objective) by power iteration with

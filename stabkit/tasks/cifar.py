@@ -5,7 +5,7 @@ or its ``cifar-10-batches-py`` / ``cifar-100-python`` folder: CIFAR-10 ``data_ba
 ``data_batch_5`` and ``test_batch``; CIFAR-100 ``train`` and ``test``. Each is a pickled dict with
 ``b"data"`` (uint8 ``[N, 3072]``, channel-major 32x32 RGB) and ``b"labels"`` (CIFAR-10) or
 ``b"fine_labels"`` (CIFAR-100). Pixels are scaled to [0, 1] and standardised per channel with the mean and
-std of the FedSAGD / FedDyn reference code (fedsagd.md §5.1); no augmentation.
+std of the FedSAGD / FedDyn reference code; no augmentation.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Files under ``--data-dir`` (names as published, ``.gz`` or unpacked): MNIST and 
 ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``,
 ``t10k-labels-idx1-ubyte``; EMNIST (the "gzip" archive's ``emnist-letters-*`` files)
 ``emnist-letters-train-images-idx3-ubyte`` etc. EMNIST-L is the papers' subset: the first 10 letters
-(a-j, labels 1..10 of EMNIST-letters, mapped to 0..9; fedsagd.md §5.1). Images become ``[N, 1, 28, 28]``
+(a-j, labels 1..10 of EMNIST-letters, mapped to 0..9; the FedSAGD paper's EMNIST-L). Images become ``[N, 1, 28, 28]``
 scaled to [0, 1] and standardised by the training set's global mean and std (the FedDyn / FedSAGD
 reference code); EMNIST images are kept as stored (transposed, as in torchvision).
 """

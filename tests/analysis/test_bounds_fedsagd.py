@@ -177,7 +177,7 @@ def test_conditions_flip():  # §3.1, §3.2, §3.6
     assert not evaluate("fedavg", 10, 5, 0.05, eta=2.0, theta=1.0)["conditions"][
         "global lr eta = 1 (the paper's stability analysis)"]
     assert not evaluate("fedadam", 10, 5, 0.05, eta=2.0, theta=1.0, tau=1e-3)["conditions"][
-        "eta <= 1 (the printed bound drops the global lr, UNCERTAIN-04)"]
+        "eta <= 1 (the printed bound drops the global lr)"]
     wd = evaluate("scaffold", 10, 5, 0.05, theta=1.0, w=1e-3)["conditions"]
     assert not all(wd.values())
     assert all(evaluate("fedprox", 10, 5, 0.05, theta=1.0, lam=1.0, w=1e-3)["conditions"].values())

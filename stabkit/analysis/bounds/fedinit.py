@@ -1,5 +1,5 @@
 """FedInit (Sun, Shen, Tao): uniform-stability bounds (Thms 12, 15), Table 3 rates, the divergence recursion and the
-Theorem 17 / 19 averages (fedinit.md §2.5-§2.8, §3.1).
+Theorem 17 / 19 averages (docs/bounds-reference.md).
 
 Paper symbols -> stabkit: C = ``M`` (all clients), N = ``s`` (active per round), S = ``n`` (samples per client),
 eta = ``setting.lr[t]`` (no separate global lr in the theory), beta = ``hp["beta"]`` (fedavg: 0),
@@ -165,7 +165,7 @@ def lam_fedinit(eta, K, L, N, beta):
 
 def zeta_fedinit(eta, K, L, a, b, beta, literal=False):
     """zeta = 1/2 - 6a^2b^2 eta K L - X - 6 a^2 b^2 eta^2 K^2 L^2 with X = 228 beta^2 gamma_beta a^2 b^2 eta K L
-    (probable reading, F-U7) or the printed 114 gamma_beta a^2 b^2 eta K (``literal``)."""
+    (the derivation's reading) or the printed 114 gamma_beta a^2 b^2 eta K (``literal``)."""
     ab = a ** 2 * b ** 2
     X = 114 * gamma_beta(beta) * ab * eta * K if literal else 228 * beta ** 2 * gamma_beta(beta) * ab * eta * K * L
     return 0.5 - 6 * ab * eta * K * L - X - 6 * ab * (eta * K * L) ** 2
@@ -224,15 +224,15 @@ def thm12_registered(st: Setting) -> list:
     ts, te = t0_star(t, k, c, beta), t0_star(t, k, c, beta, exact=True)
     prem = premise_ok(lr, st.K, k.L, beta, ts[-1])
     cond = {"eta_t <= c/t (Thm 12 schedule)": bool(np.all(lr <= c / t * (1 + 1e-12))), **batch1, "premise_ok": prem}
-    out = [Bound("fedinit.thm12", st.algo, "gen_gap", "paper", f"{SRC} §2.6 Thm 12 eq. (8)",
+    out = [Bound("fedinit.thm12", st.algo, "gen_gap", "paper", f"{SRC} Thm 12 eq. (8)",
                  np.concatenate([[0.0], eps_G_star(t, k, c, beta)]), conditions=dict(cond),
                  derived={"t0_star": float(ts[-1]), "c": c, "beta": beta}),
-           Bound("fedinit.thm12", st.algo, "gen_gap", "exact", f"{SRC} §2.6 Thm 12, exact t0",
+           Bound("fedinit.thm12", st.algo, "gen_gap", "exact", f"{SRC} Thm 12, exact t0",
                  np.concatenate([[0.0], thm12(t, te, k, c, beta)]), conditions=dict(cond),
                  derived={"t0_exact": float(te[-1])})]
     for honest, form in ((False, "schedule"), (True, "honest")):
         v = at_horizons(st.T, lambda T: thm12_schedule(lr, float(T), ts[T - 1], k, beta, honest=honest), first=0.0)
-        out.append(Bound("fedinit.thm12", st.algo, "gen_gap", form, f"{SRC} §3.1 Thm 12 general schedule", v,
+        out.append(Bound("fedinit.thm12", st.algo, "gen_gap", form, f"{SRC} Thm 12 proof, general schedule", v,
                          conditions=dict(batch1) if honest else dict(batch1, premise_ok=prem)))
     return out
 
@@ -248,7 +248,7 @@ def thm15_registered(st: Setting) -> Bound:
                     if beta > 0 else np.inf, first=0.0)
     cond = {"beta^0 > 0": bool(beta > 0), "premise varphi(t)/beta^t non-increasing": thm15_premise(lr, st.K, bs),
             "eta_t <= c/t": bool(np.all(lr <= c / np.arange(1, st.T + 1) * (1 + 1e-12)))}
-    return Bound("fedinit.thm15", st.algo, "gen_gap", "paper", f"{SRC} §2.6 Thm 15 eq. (9)", v, conditions=cond)
+    return Bound("fedinit.thm15", st.algo, "gen_gap", "paper", f"{SRC} Thm 15 eq. (9)", v, conditions=cond)
 
 
 @register("fedinit", "fedavg", name="fedinit.table3")
@@ -258,9 +258,9 @@ def table3_registered(st: Setting) -> list:
     c, L = float(st.option("c", lr[0])), st.const("L")
     t = np.arange(st.T + 1, dtype=float)
     rate_only = {"a bound (Table 3 gives rates: all constants set to 1)": False}
-    return [Bound("fedinit.table3", st.algo, "gen_gap", "rate_sgd", f"{SRC} §2.6 Table 3",
+    return [Bound("fedinit.table3", st.algo, "gen_gap", "rate_sgd", f"{SRC} Table 3",
                   table3_sgd(t, st.M, st.n, c, L), conditions=dict(rate_only), note="rate, unit constants"),
-            Bound("fedinit.table3", st.algo, "gen_gap", "rate", f"{SRC} §2.6 Table 3",
+            Bound("fedinit.table3", st.algo, "gen_gap", "rate", f"{SRC} Table 3",
                   table3_fedavg(t, st.s, st.K, st.M, st.n, c, L), conditions=dict(rate_only),
                   note="rate, unit constants")]
 
@@ -276,16 +276,16 @@ def divergence_registered(st: Setting) -> list:
     flags = _flags(st, beta, lr)
     out = []
     v = divergence_forward(lr, st.K, beta, sl2, sg2, g)
-    out.append(Bound("fedinit.divergence", st.algo, "divergence", "corrected", f"{SRC} §2.7 forward form", v,
+    out.append(Bound("fedinit.divergence", st.algo, "divergence", "corrected", f"{SRC} Lemma 23, forward form", v,
                      conditions=dict(flags), derived={"C_beta": C_beta(beta)}))
     X = st.measured.get("sum_grad_sq_over_C2")
     v = divergence_literal(lr, st.K, L, beta, sl2, sg2, g, X)
-    out.append(Bound("fedinit.divergence", st.algo, "divergence", "paper", f"{SRC} §2.7 Lemma 23 literal", v,
+    out.append(Bound("fedinit.divergence", st.algo, "divergence", "paper", f"{SRC} Lemma 23 literal", v,
                      conditions=dict(flags)))
     if "a_int" in st.constants and "b_int" in st.constants:
         a, b = st.const("a_int"), st.const("b_int")
         v = divergence_interpolation(lr, st.K, beta, a, b, g)
-        out.append(Bound("fedinit.divergence", st.algo, "divergence", "interpolation", f"{SRC} §2.7 Lemma 26", v,
+        out.append(Bound("fedinit.divergence", st.algo, "divergence", "interpolation", f"{SRC} Lemma 26", v,
                          conditions=_flags(st, beta, lr, a)))
     return out
 
@@ -299,7 +299,7 @@ def thm17_registered(st: Setting) -> list:
     with np.errstate(divide="ignore"):
         v = thm17_avg(eta, t, st.K, st.s, L, beta, st.const("F0"), st.const("sigma_l2_sample"), st.const("sigma_g2"))
     v[0] = np.nan
-    out = [Bound("fedinit.thm17", st.algo, "divergence_avg", "paper", f"{SRC} §2.7 Thm 17 eq. (11)", v,
+    out = [Bound("fedinit.thm17", st.algo, "divergence_avg", "paper", f"{SRC} Thm 17 eq. (11)", v,
                  conditions=_flags(st, beta, lr), derived={"lambda": lam_fedinit(eta, st.K, L, st.s, beta)})]
     if "a_int" in st.constants and "b_int" in st.constants:
         a, b = st.const("a_int"), st.const("b_int")
@@ -307,7 +307,7 @@ def thm17_registered(st: Setting) -> list:
         with np.errstate(divide="ignore"):
             v = thm19_avg(eta, t, st.K, L, beta, st.const("F0"), a, b)
         v[0] = np.nan
-        out.append(Bound("fedinit.thm19", st.algo, "divergence_avg", "paper", f"{SRC} §2.7 Thm 19 eq. (12)", v,
+        out.append(Bound("fedinit.thm19", st.algo, "divergence_avg", "paper", f"{SRC} Thm 19 eq. (12)", v,
                          conditions=dict(_flags(st, beta, lr, a), **{"zeta > 0": bool(z > 0)}),
                          derived={"zeta": z}))
     return out

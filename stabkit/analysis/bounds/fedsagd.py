@@ -1,19 +1,21 @@
-"""FedSAGD paper: global-update stability bounds of Table 1 / App. C as per-round recursions (fedsagd.md §3.1-§3.3, §7).
+"""FedSAGD paper: global-update stability bounds of Table 1 / App. C as per-round recursions (docs/bounds-reference.md).
 
 ``D_{t+1} <= a_t D_t + b_t`` with ``D_0 = 0`` and ``D_t = E||x_t - x'_t||``, evaluated with the run's lr
 ``eta_l(t)`` and ``Theta = constants['theta_max']`` (plus a per-round variant from ``measured['theta_t']``).
 Forms (Bound.form):
 
-* ``paper``      Table 1 / §3.2 as printed (the paper assumes global lr eta = 1; flagged when it is not);
-* ``corrected``  the §3.2 global-lr extension ``a_eta = |1-eta| + eta a``, ``b_eta = eta b`` (FedCM: the general
+* ``paper``      Table 1 / App. C as printed (the paper assumes global lr eta = 1; flagged when it is not);
+* ``corrected``  the global-lr extension ``a_eta = |1-eta| + eta a``, ``b_eta = eta b`` (FedCM: the general
   ``c = eta_g/(eta_l K)`` step, valid for eta_l K < 1 too); identical to ``paper`` at eta = 1;
-* extra forms: FedLNAG ``tight``; FedAdam ``eta`` (UNCERTAIN-04: the bound times eta); FedACG ``round`` and
-  ``round_lam`` (UNCERTAIN-27 readings); FedANAG ``round``; FedAvgM ``derived``; FedDyn ``rigorous`` (measured
-  ``state_norm_sum/h_i``); FedAvg ``wd`` (weight-decay control, §3.2 last row, only when the run has weight decay);
-  FedSAGD ``table1`` / ``theorem`` / ``rigorous`` (measured ``state_norm_sum/v``, §3.6 item 2) / ``corrected``
+* extra forms: FedLNAG ``tight``; FedAdam ``eta`` (the bound times eta: the printed one may drop the global lr);
+  FedACG ``round`` and ``round_lam`` (two readings of the paper's round-dependent momentum norm); FedANAG
+  ``round``; FedAvgM ``derived``; FedDyn ``rigorous`` (measured ``state_norm_sum/h_i``); FedAvg ``wd``
+  (weight-decay control derived like Table 1, only when the run has weight decay); FedSAGD ``table1`` /
+  ``theorem`` / ``rigorous`` (measured ``state_norm_sum/v``: the proof's ||v_t|| <= Theta fails) / ``corrected``
   (theorem + eta extension) / ``theorem_wd`` (mu + engine weight decay).
 
-Weight decay (the engine adds ``w y`` to every algorithm's gradient): Table 1 ignores it (§3.6 item 3, erratum 10).
+Weight decay (the engine adds ``w y`` to every algorithm's gradient): Table 1 ignores it, although the
+authors' code runs every baseline with weight decay 1e-3.
 We keep the Table-1 baselines as printed and flag validity instead: for FedAvg/FedProx/FedDyn/FedSAGD the wd term
 only adds a contraction, so the bounds stay valid (condition ``eta_l (lambda + w) <= 1``); for the others it
 enters a state or update norm the proof bounds by Theta, so the condition "no weight decay" is False. The tighter
@@ -22,8 +24,8 @@ wd-aware forms are FedAvg ``wd`` and FedSAGD ``theorem_wd``.
 What differs between the algorithms is one table row each (:mod:`stabkit.analysis.bounds.fedsagd_table`): the
 per-round coefficients live in :mod:`~stabkit.analysis.bounds.fedsagd_rounds`, the local bounds in
 :mod:`~stabkit.analysis.bounds.fedsagd_local`. Plain-number entry points: :func:`round_coeffs`,
-:func:`closed_form`, :func:`evaluate` (§7 contract), :func:`fedsagd_constants`, :func:`crossover_vs_fedavg`,
-:func:`theta_lemma_c1`.
+:func:`closed_form`, :func:`evaluate` (every output from plain numbers), :func:`fedsagd_constants`,
+:func:`crossover_vs_fedavg`, :func:`theta_lemma_c1`.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ __all__ = ["FORMS", "closed_form", "crossover_vs_fedavg", "evaluate", "fedsagd_c
 
 
 def theta_lemma_c1(sigma_l: float, sigma_g: float, phi: float) -> float:
-    """Lemma C.1: ``Theta = sqrt(sigma_l^2 + 2 sigma_g^2 + 2 Phi)`` (Phi is a squared gradient norm), §1.5."""
+    """Lemma C.1: ``Theta = sqrt(sigma_l^2 + 2 sigma_g^2 + 2 Phi)`` (Phi is a squared gradient norm)."""
     return math.sqrt(sigma_l ** 2 + 2 * sigma_g ** 2 + 2 * phi)
 
 
@@ -85,7 +87,7 @@ def round_coeffs(algo: str, form: str, K: int, lr, theta, eta: float = 1.0, w: f
 
 def closed_form(algo: str, form: str, T: int, K: int, eta_l: float, theta: float, eta: float = 1.0, w: float = 0.0,
                 **hp):
-    """Closed form ``D_t``, t = 0..T, for a constant lr and scalar Theta (None where the spec has none);
+    """Closed form ``D_t``, t = 0..T, for a constant lr and scalar Theta (None where there is none);
     ``w`` and ``hp`` as in :func:`round_coeffs`."""
     if form == "rigorous":
         return None
@@ -101,7 +103,7 @@ def closed_form(algo: str, form: str, T: int, K: int, eta_l: float, theta: float
 
 def evaluate(algorithm: str, K: int, T: int, eta_l: float, theta=None, form: Optional[str] = None,
              lr_decay: float = 1.0, **run) -> dict:
-    """§7 contract from explicit numbers: ``bound_global`` (t = 0..T), ``closed_form``, ``bound_local`` and
+    """All outputs from explicit numbers: ``bound_global`` (t = 0..T), ``closed_form``, ``bound_local`` and
     ``bound_local_l1`` (k = 0..K, round 0), ``conditions``, ``derived``.
 
     Theta: scalar, per-round array (length T), or via Lemma C.1 from the keywords ``sigma_l``, ``sigma_g``,
@@ -165,7 +167,7 @@ def _measured_state(setting: Setting, form: str):
         return {"v_sum" if name == "v" else "h_sum": np.asarray(arr, float)[:T]}, None, []
     if algo == "feddyn" and form == "paper" and arr is None:
         return {}, None, [f"no measured '{key}' (client h_i norms): rigorous form not reported; the paper form "
-                          "assumes ||h_i|| <= Theta (§3.6 item 7)"]
+                          "assumes ||h_i|| <= Theta, but FedDyn's h_i is not a gradient"]
     return {}, None, []
 
 
@@ -189,7 +191,7 @@ def _form_bound(setting: Setting, form: str, run: dict, suffix: str, theta, note
 
 @register(*TABLE, name="fedsagd.global")
 def global_bounds(setting: Setting) -> list:
-    """Every §3.2 form of the run's algorithm, with Theta_max (and per-round Theta_t when measured)."""
+    """Every Table-1 form of the run's algorithm, with Theta_max (and per-round Theta_t when measured)."""
     out = []
     for form in TABLE[setting.algo].forms:
         if form in ("wd", "theorem_wd") and not setting.weight_decay:

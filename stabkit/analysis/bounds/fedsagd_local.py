@@ -1,12 +1,12 @@
-"""FedSAGD paper: local-update stability bounds vs the local step k (fedsagd.md §1.3, §3.2 per-step recursions, §3.4).
+"""FedSAGD paper: local-update stability bounds vs the local step k (App. C per-step recursions).
 
 LocalStab(k) bounds ``E||x^i_{t,k} - x^j_{t,k}||`` for two clients entering round t with the same model
 (``D_t = 0``), k = 0..K. Two forms:
 
-* ``paper``: the §3.4 table, the paper's worst-case treatment of server-state differences
+* ``paper``: the App. C per-step bounds with D_t = 0, the paper's worst-case treatment of server-state differences
   (``||v_t - v'_t|| <= 2 Theta`` and the like);
-* ``l1``: the [DERIVED] bounds for the L1 estimator (two clients of the *same* run in the same round share
-  the server state exactly, so those terms vanish; §3.4 second table).
+* ``l1``: bounds derived here for the L1 estimator (two clients of the *same* run in the same round share
+  the server state exactly, so those terms vanish).
 
 Each bound is the per-step recursion ``d_{k+1} = a d_k + b_k`` (values) plus its closed form; each algorithm's
 per-step function is its table row's (:mod:`stabkit.analysis.bounds.fedsagd_table`, functions in
@@ -46,7 +46,7 @@ def local_bound(algo: str, K: int, eta_l: float, theta: float, form: str = "pape
 
 @register(*TABLE, name="fedsagd.local")
 def local_bounds(setting: Setting) -> list:
-    """§3.4 paper and L1 local bounds at round 0 (and at the middle round when the lr is scheduled)."""
+    """Paper and L1 local bounds at round 0 (and at the middle round when the lr is scheduled)."""
     theta = setting.const("theta_max")
     lr = np.atleast_1d(np.asarray(setting.lr, float))
     rounds = [0] if np.allclose(lr, lr[0]) or len(lr) < 2 else [0, len(lr) // 2]

@@ -1,4 +1,4 @@
-"""FedSAGD paper: the per-round coefficients ``(a_t, b_t)`` of each Table-1 algorithm's global bound (fedsagd.md §3.2).
+"""FedSAGD paper: the per-round coefficients ``(a_t, b_t)`` of each Table-1 algorithm's global bound (App. C).
 
 One function per algorithm, ``coeffs(r: RoundInputs) -> (a, b, conditions)``, for ``D_{t+1} <= a_t D_t + b_t``;
 ``a`` and ``b`` may be scalars or length-T arrays (broadcast by the caller). The algorithm's table entry
@@ -50,7 +50,7 @@ def local_beta(hp: dict) -> float:
 
 
 def fedsagd_constants(eta_l, K: int, lam: float, mu: float) -> dict:
-    """§3.1: ``q = (1 - eta_l(lam+mu))^K``, ``zeta = (1-q)/(lam+mu)``, ``Gamma = mu zeta`` (arrays allowed)."""
+    """Thm C.12: ``q = (1 - eta_l(lam+mu))^K``, ``zeta = (1-q)/(lam+mu)``, ``Gamma = mu zeta`` (arrays allowed)."""
     eta_l = np.asarray(eta_l, float)
     rate = lam + mu
     zeta = contraction_sum(rate, eta_l, K)
@@ -95,9 +95,9 @@ def fedlnag(r: RoundInputs):
 
 
 def fedadam(r: RoundInputs):
-    """``(2/tau) eta_l K Theta`` as printed; the ``eta`` form multiplies by the global lr (UNCERTAIN-04)."""
+    """``(2/tau) eta_l K Theta`` as printed; the ``eta`` form multiplies by the global lr (the paper is unclear)."""
     b = (2 / r.need("tau")) * r.eK * r.theta * (r.eta if r.form == "eta" else 1.0)
-    cond = {"eta <= 1 (the printed bound drops the global lr, UNCERTAIN-04)": r.eta <= 1} if r.form == "paper" else {}
+    cond = {"eta <= 1 (the printed bound drops the global lr)": r.eta <= 1} if r.form == "paper" else {}
     return 1.0, b, cond
 
 
@@ -107,7 +107,7 @@ def fedcm(r: RoundInputs):
     if r.form == "paper":
         return 1.0, np.full(r.T, 2.0) * r.theta, {
             "eta_l K >= 1 (the paper's coefficient 1 - 1/(eta_l K) >= 0)": bool(np.all(r.eK >= 1)),
-            "server in gradient units (the analysed parametrisation, UNCERTAIN-06)": gradient_units,
+            "server in gradient units (the analysed parametrisation)": gradient_units,
             "global lr eta = 1 (the paper's stability analysis)": r.eta == 1}
     c = r.eta / r.eK if gradient_units else np.full(r.T, float(r.eta))
     return np.abs(1 - c) + c, 2 * c * r.eK * r.theta, {}
@@ -115,7 +115,7 @@ def fedcm(r: RoundInputs):
 
 def fedacg(r: RoundInputs):
     """``(4 - 2 lam)/(1 - lam) eta_l K Theta``; ``round``/``round_lam``: the momentum norm bound per round
-    (UNCERTAIN-27 readings)."""
+    (two readings of the paper's sum: (1 - lam^t)/(1 - lam) or lam (1 - lam^t)/(1 - lam))."""
     lam, eK = r.need("lam"), r.eK
     cond = {"lambda < 1": lam < 1,
             "eta_l beta_acg <= 1 (the analysis omits the local penalty)": bool(np.all(r.lr * r.need("beta_acg") <= 1))}
@@ -135,7 +135,8 @@ def fedanag(r: RoundInputs):
 
 
 def fedavgm(r: RoundInputs):
-    """[DERIVED]: ``b_t = 2 eta ||m_{t+1}||`` with the momentum buffer bounded by its geometric sum."""
+    """Derived (FedAvgM is not in the paper): ``b_t = 2 eta ||m_{t+1}||`` with the momentum buffer bounded by
+    its geometric sum."""
     M = iterate(r.need("beta"), r.eK * r.theta)[1:]  # ||m_{t+1}||
     return 1.0, 2 * r.eta * M, {}
 
@@ -163,7 +164,7 @@ def fedsagd(r: RoundInputs):
 
 
 # ----------------------------------------------------------------------------------- closed forms (constant lr)
-# ``closed(r, t) -> D_t`` at t = 0..T for a scalar lr and Theta, where the spec gives one the generic geometric
+# ``closed(r, t) -> D_t`` at t = 0..T for a scalar lr and Theta, where one exists the generic geometric
 # sum of (a, b) does not (None: use the generic one).
 
 def fedavg_closed(r: RoundInputs, t: np.ndarray):
@@ -173,7 +174,8 @@ def fedavg_closed(r: RoundInputs, t: np.ndarray):
 
 
 def fedsagd_closed(r: RoundInputs, t: np.ndarray):
-    """§3.3: ``scale (2 + 2 beta) Theta (1 - (1 - Gamma)^t) / mu`` (Table 1: scale = 1/((lam + mu) zeta))."""
+    """Thm C.12 closed form: ``scale (2 + 2 beta) Theta (1 - (1 - Gamma)^t) / mu``
+    (Table 1: scale = 1/((lam + mu) zeta))."""
     if r.form not in ("theorem", "theorem_wd", "table1"):
         return None
     beta, lam, mu = local_beta(r.hp), r.need("lam"), r.need("mu") + (r.w if r.form == "theorem_wd" else 0.0)
@@ -207,7 +209,7 @@ def fedavgm_closed(r: RoundInputs, t: np.ndarray):
 # ------------------------------------------------------------------------------------- FedSAGD's derived numbers
 
 def crossover_vs_fedavg(fsagd, favg) -> Optional[int]:
-    """Smallest T >= 1 with ``fsagd(T) < favg(T)``; both callables concave-vs-linear (single crossing), §3.5."""
+    """Smallest T >= 1 with ``fsagd(T) < favg(T)``; both callables concave-vs-linear (single crossing)."""
     if fsagd(1) < favg(1):
         return 1
     hi = 2
@@ -224,7 +226,7 @@ def crossover_vs_fedavg(fsagd, favg) -> Optional[int]:
 
 def fedsagd_derived(eta_l: float, K: int, beta: float, lam: float, mu: float, theta: float,
                     form: str = "theorem", v_max: Optional[float] = None) -> dict:
-    """Gamma, zeta, q, 1/Gamma, asymptote and the crossover T against FedAvg (constant lr, §3.3, §3.5)."""
+    """Gamma, zeta, q, 1/Gamma, asymptote and the crossover T against FedAvg (constant lr)."""
     k = {n: float(v) for n, v in fedsagd_constants(eta_l, K, lam, mu).items()}
     G = k["Gamma"]
     out = {**k, "time_constant": 1 / G if G > 0 else math.inf}

@@ -1,8 +1,8 @@
-"""FedSAGD paper: the per-step coefficients of each algorithm's local bound (fedsagd.md §3.4).
+"""FedSAGD paper: the per-step coefficients of each algorithm's local bound (App. C, with D_t = 0).
 
 One function per algorithm family, ``step(r: StepInputs) -> (a, b, closed, conditions)`` for the recursion
 ``d_{k+1} = a d_k + b_k`` over the K local steps (``b`` of length K) and its closed form at k = 0..K. ``r.l1``
-selects the [DERIVED] L1-estimator form (two clients of one run share the server state exactly) over the
+selects the derived L1-estimator form (two clients of one run share the server state exactly) over the
 paper's worst case. The algorithm's table entry (:mod:`stabkit.analysis.bounds.fedsagd_table`) names its
 function.
 """

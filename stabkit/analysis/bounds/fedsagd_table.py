@@ -4,7 +4,7 @@ An :class:`Entry` names the algorithm's global forms (the first is the default),
 function (:mod:`~stabkit.analysis.bounds.fedsagd_rounds`), its special closed form, its local per-step
 function (:mod:`~stabkit.analysis.bounds.fedsagd_steps`), whether engine weight decay only contracts its local
 steps, the hyperparameter that is its prox weight lambda, which forms assume the global lr eta = 1 and whether
-its ``corrected`` form is the §3.2 global-lr extension. Adding an algorithm to the FedSAGD-paper bounds is
+its ``corrected`` form is the global-lr extension. Adding an algorithm to the FedSAGD-paper bounds is
 adding a row.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Entry:
     local: Callable  # StepInputs -> (a, b, closed, conditions) of the local bound
     wd_contracts: bool  # engine weight decay only adds a contraction (1 - eta_l w) to the local steps
     prox: Optional[str] = None  # the hyperparameter that is a prox weight lambda (enters the wd condition)
-    eta_extension: bool = False  # "corrected" is the §3.2 extension a -> |1 - eta| + eta a, b -> eta b
+    eta_extension: bool = False  # "corrected" is the global-lr extension a -> |1 - eta| + eta a, b -> eta b
     eta_one: tuple = ()  # forms stated for global lr eta = 1 (a condition then says whether it is)
     closed: Optional[Callable] = None  # (RoundInputs, t) -> closed form, or None for the generic geometric one
     measured_state: Optional[str] = None  # the rigorous form reads measured 'state_norm_sum/<name>'
@@ -89,7 +89,7 @@ def entry(algo: str, what: str = "global") -> Entry:
 
 
 def wd_condition(algo: str, w: float, eta_l_max: float, lam: float = 0.0) -> dict:
-    """The weight-decay validity condition of a Table-1 bound (the table ignores weight decay, §3.6 item 3):
+    """The weight-decay validity condition of a Table-1 bound (Table 1 ignores weight decay):
     where weight decay only contracts, ``eta_l (lambda + w) <= 1`` with lambda the algorithm's prox weight."""
     if not w:
         return {}

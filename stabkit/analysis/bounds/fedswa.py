@@ -1,5 +1,6 @@
 """FedSWA / FedMoSWA (ICML 2025): Theorem 5.1 per-round recursions of Delta_t = E||theta_t - theta'_t||, as printed
-and corrected, the §2.10 multipliers, Theorem 5.1 / Table 1 closed forms (fedswa.md §2.5-§2.13).
+and corrected, the multiplier c~ (printed and corrected), Theorem 5.1 / Table 1 closed forms
+(docs/bounds-reference.md).
 
 Paper symbols -> stabkit (NOTE the clash: the paper's L is the Lipschitz constant, its beta the smoothness):
 beta = ``L`` (smoothness), L = ``G`` (per-sample loss-gradient bound = Lipschitz constant), sigma =
@@ -9,8 +10,9 @@ n = ``n``, mu = ``mu_sc`` (strong convexity; optional constant, not in base.CONS
 Step sizes eta_k^t = lr[t] (1 - (1 - rho) k/K) (Eq. 3; fedmo and fedavg: rho = 1). Server coefficient
 alpha_eff = global_lr * alpha (fedavg: global_lr). Quantity "disc" (non-squared); eps_gen <= L Delta_T.
 
-Forms: "paper" = §2.9 (A) as printed (non-convex), "corrected" = §2.9 (B), "extension" = §2.9 (C) (alpha and partial
-participation, not in the paper). Proof assumptions are conditions: full participation s == M, alpha_eff == 1,
+Forms: "paper" (A) = the recursion of Theorem 5.1's proof as printed (non-convex), "corrected" (B) = the same
+proof with its unrolling errors fixed (e.g. the printed (1 + c)^{K-1} for c^{K-1}), "extension" (C) = alpha and
+partial participation, not in the paper. Proof assumptions are conditions: full participation s == M, alpha_eff == 1,
 Option I (fedmoswa/fedmo), eta_k^t <= 1/(beta K T).
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from stabkit.analysis.bounds.base import Bound, Setting, register
 
 SRC = "FedSWA"
+_FORM_WORDS = {"paper": "as printed", "corrected": "corrected", "extension": "extended"}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -51,7 +54,8 @@ def lr_sum(lr, rho, K):
 
 
 def aux(eta_k, beta, mu=None):
-    """Per-round auxiliaries of §2.9 for one round's steps ``eta_k`` [K]: dict eta_tilde, P, W, D (D_k, k=0..K-1), c.
+    """Per-round auxiliaries of the Thm 5.1 proof recursion for one round's steps ``eta_k`` [K]: dict eta_tilde,
+    P, W, D (D_k, k=0..K-1), c.
     mu None: non-convex a_k = 1 + beta eta_k; else strongly convex a_k = 1 - eta_k beta mu/(beta + mu)."""
     eta_k = np.asarray(eta_k, float)
     a = 1.0 + beta * eta_k if mu is None else 1.0 - eta_k * beta * mu / (beta + mu)
@@ -103,7 +107,7 @@ def _GT(G, T, L):
 
 def recursion(eta, pr: SWAProblem, G=None, form="corrected", mo=False, gamma=0.2, M0=0.0, alpha=1.0,
               mu: Optional[float] = None, noise_fix=False):
-    """Delta_0..Delta_T for local step sizes ``eta`` [T, K] (§2.9). form "paper" (A), "corrected" (B) or
+    """Delta_0..Delta_T for local step sizes ``eta`` [T, K]. form "paper" (A), "corrected" (B) or
     "extension" (C: |1 - alpha| + alpha P growth and alpha x the perturbation, on top of (B)). ``mo``: FedMoSWA
     with M_t = (1-gamma) M_{t-1} + gamma (G_t + sigma), M_{-1} = M0. ``mu``: strongly convex (forms A and B).
     ``G``: per-round E||grad F(theta_t)|| (None: the worst case L). Returns Delta [T + 1]."""
@@ -225,7 +229,7 @@ def recursion_registered(st: Setting) -> list:
             cf = np.array([printed_unrolled(eta[:t], r.pr) if t else 0.0 for t in range(st.T + 1)])
         out.append(Bound("fedswa.recursion" + ("_sc" if m_ is not None else ""), st.algo, "disc",
                          form if form != "extension" else "extension",
-                         f"{SRC} §2.9 ({ {'paper': 'A', 'corrected': 'B', 'extension': 'C'}[form]})", v,
+                         f"{SRC} Thm 5.1 proof recursion, {_FORM_WORDS[form]}", v,
                          closed_form=cf, conditions=c, derived=dict(r.derived, gen_gap=L * v[-1]),
                          note="extension: not in the paper" if form == "extension" else ""))
     return out
@@ -241,6 +245,6 @@ def thm51_registered(st: Setting) -> list:
     for form, mult, f2 in (("paper", None, True), ("corrected", c_tilde_corrected(st.K, t), True),
                            ("table1", None, False)):
         v = np.concatenate([[0.0], thm51(r.pr, t, st.K, mo=r.mo, multiplier=mult, factor2=f2)])
-        out.append(Bound("fedswa.thm51", st.algo, "gen_gap", form, f"{SRC} §2.7 Thm 5.1 / §2.11 Table 1", v,
+        out.append(Bound("fedswa.thm51", st.algo, "gen_gap", form, f"{SRC} Thm 5.1 / Table 1", v,
                          conditions=dict(r.cond), derived=dict(r.derived, c_tilde_printed=c_tilde_printed(st.K, st.T))))
     return out

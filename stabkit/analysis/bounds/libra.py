@@ -1,29 +1,31 @@
-"""Libra (Zeng et al.): model-stability recursions, gradient-norm and excess-risk bounds (libra.md §2.3-§3.5).
+"""Libra (Zeng et al.): model-stability recursions, gradient-norm and excess-risk bounds (docs/bounds-reference.md).
 
 Paper symbols -> stabkit: eta_l = ``setting.lr[t]`` (time varying), eta_g = ``setting.global_lr`` (server SGD /
-FOSM), L = ``L``, sigma_l^2 = ``sigma_l2`` (at the run's batch size), sigma_g^2 = ``sigma_g2`` (per-client max,
-L-U25), D = F = ``F0``, C = 1/(2 mu) with mu = ``mu_pl``. Libra's n is the TOTAL number of samples, so
-``n_total = M * n`` enters sigma_n^2 = sigma_l^2 + 3 b sigma_g^2 / n (proof version, L-U4); b/n_i <= 1/2 uses the
-per-client n. s_t = E||x^t - x~^t||^2 (quantity "disc_sq").
+FOSM), L = ``L``, sigma_l^2 = ``sigma_l2`` (at the run's batch size), sigma_g^2 = ``sigma_g2`` (per-client max;
+Assumption 2 may also be read as an average), D = F = ``F0``, C = 1/(2 mu) with mu = ``mu_pl``. Libra's n is the
+TOTAL number of samples, so ``n_total = M * n`` enters sigma_n^2 = sigma_l^2 + 3 b sigma_g^2 / n (the version of
+Theorem 2's proof; the statement prints sigma_g^2 / n); b/n_i <= 1/2 uses the per-client n.
+s_t = E||x^t - x~^t||^2 (quantity "disc_sq").
 
-Stability evaluators (§3.1):
+Stability evaluators:
   * S-paper   s_{t+1} = (1 + psi eta_g^2) s_t + psi_sigma (eta_l eta_g)^2,  psi = (1+p) psi0,
               psi_sigma = (1 + 1/p) 16 K sigma_n^2   (form "paper"; p free, default 1)
   * S-R1      s_{t+1} = ((1 - eta_g) sqrt(s_t) + eta_g sqrt(psi0 s_t + N0))^2  (form "corrected"; eta_g <= 1)
   * S-FOSM    s_{t+1} = ((1+beta-eta_g nu)^2 + eta_g^2 nu^2 psi0) s_t + beta^2 s_{t-1} + nu^2 N0 eta_g^2 ("paper")
-  * S-FOSM-3  each of the three terms times 3 (Lemma 3, L-U13; form "corrected")
+  * S-FOSM-3  each of the three terms times 3 (Lemma 3: eq. (25) omits it; form "corrected")
   with psi0 = (1 + 4 eta_l L)^K and N0 = 16 K sigma_n^2 eta_l^2.
-Closed forms: Thm 2 paper psi_sigma/psi T^{c psi}; safe psi_sigma c zeta(1 + c psi) T^{c psi} (L-U11); Step 3
-psi_sigma/(c psi) T^{1 + c psi} eta~^2; FOSM psi_sigma/(c psi) S_T(q) T^{1 + nu^2 c psi} eta~^2 with
-q = 2 beta (1 + beta) (geometric sum, "corrected") or (1 + beta)^T (Thm 4 form, "paper").
+Closed forms: Thm 2 paper psi_sigma/psi T^{c psi}; safe psi_sigma c zeta(1 + c psi) T^{c psi} (the printed tail sum
+is invalid at tau = 0); Step 3 psi_sigma/(c psi) T^{1 + c psi} eta~^2; FOSM psi_sigma/(c psi) S_T(q)
+T^{1 + nu^2 c psi} eta~^2 with q = 2 beta (1 + beta) (geometric sum, "corrected") or (1 + beta)^T (Thm 4 form, "paper").
 
 The constant c of eta_g^t <= sqrt(c/t): the bound option ``setting.options["c"]`` if given, else c = eta_g^2 (the
-condition then holds at t = 1 and, for a constant eta_g, fails afterwards: §3.6 "report c_eff(t) = t eta_g^2 and
-flag"); C = 1/(2 mu_pl) unless the option ``C_opt`` is given.
+condition then holds at t = 1 and, for a constant eta_g, fails afterwards, and is flagged;
+the paper gives no estimator of c); C = 1/(2 mu_pl) unless the option ``C_opt`` is given.
 
 Plain functions take the problem's constants as one :class:`Problem` (L, K, sigma_l^2, sigma_g^2, b, n_total) and
 the excess-risk knobs as one :class:`Risk`. Corollary 1 on measured curves is :func:`excess_risk_dynamics`; the
-measurement statistics on them (T*, the fitting regime, §3.4's NNLS fit) are in :mod:`stabkit.analysis.excess_risk`.
+measurement statistics on them (T*, the fitting regime, the NNLS fit of Corollary 1's shape) are in
+:mod:`stabkit.analysis.excess_risk`.
 """
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def psi0(lr_l, L, K):
 
 
 def sigma_n2(sigma_l2, sigma_g2, b, n_total):
-    """sigma_l^2 + 3 b sigma_g^2 / n (proof version, L-U4)."""
+    """sigma_l^2 + 3 b sigma_g^2 / n (the version of Theorem 2's proof, eqs. (13)-(16))."""
     return sigma_l2 + 3.0 * b * sigma_g2 / n_total
 
 
@@ -137,7 +139,7 @@ def thm2_paper(T, psi, psi_sig, c):
 
 
 def thm2_safe(T, psi, psi_sig, c):
-    """Thm 2 with the valid tail sum (L-U11): psi_sigma c zeta(1 + c psi) T^{c psi}."""
+    """Thm 2 with the valid tail sum (not the printed sum from tau = 0): psi_sigma c zeta(1 + c psi) T^{c psi}."""
     return psi_sig * c * zeta(1.0 + c * psi) * np.asarray(T, float) ** (c * psi)
 
 
@@ -168,7 +170,7 @@ def _rho(pr: Problem, et):
 
 
 def grad_norm_bound(T, lr_l, eta_g, pr: Problem, D):
-    """§3.2 / eq. (20): (1/T) sum_t E||grad f||^2 <= 2D/(rho T K eta~) + kappa1 eta~/rho + kappa2 K eta_l^2/rho.
+    """Eq. (20): (1/T) sum_t E||grad f||^2 <= 2D/(rho T K eta~) + kappa1 eta~/rho + kappa2 K eta_l^2/rho.
     Returns (value, rho); value is +inf where rho <= 0."""
     et = lr_l * eta_g
     rho = _rho(pr, et)
@@ -210,15 +212,15 @@ def lemma1_opt(r0, b, e, d, T):
 
 
 def _phis(risk: Risk, L: float) -> tuple:
-    """(phi1, phi2) = ((L + gamma)/2, 1/(2 gamma) + C) (L-U9; swapped under ``paper_literal``, as printed)."""
+    """(phi1, phi2) = ((L + gamma)/2, 1/(2 gamma) + C) (Corollary 1; swapped under ``paper_literal``, as printed)."""
     gamma = L if risk.gamma is None else risk.gamma
     phi1, phi2 = (L + gamma) / 2.0, 1.0 / (2.0 * gamma) + risk.C
     return (phi2, phi1) if risk.paper_literal else (phi1, phi2)
 
 
 def e_min_sgd(T, lr_l, eta_g, pr: Problem, risk: Risk, p=1.0) -> dict:
-    """E_min via eq. (23) with Lemma 1 (factor 2 restored, L-U10), server SGD. phi1 = (L+gamma)/2 multiplies
-    stability, phi2 = 1/(2 gamma) + C the gradient terms (L-U9; ``paper_literal`` swaps them as printed).
+    """E_min via eq. (23) with Lemma 1 (factor 2 restored, as in eq. (35)), server SGD. phi1 = (L+gamma)/2 multiplies
+    stability, phi2 = 1/(2 gamma) + C the gradient terms (Corollary 1; ``paper_literal`` swaps them as printed).
     gamma defaults to L. Returns value, eta_tilde_star, eta_g_star, rho and the coefficients."""
     phi1, phi2 = _phis(risk, pr.L)
     c, K = risk.c, pr.K
@@ -239,7 +241,7 @@ def e_min_sgd(T, lr_l, eta_g, pr: Problem, risk: Risk, p=1.0) -> dict:
 
 
 def fosm_rho_hat(et, pr: Problem, c, beta, nu, t) -> float:
-    """The printed (OCR-garbled, L-U14) rho_hat with c~ = c, minimised over the rounds ``t`` (1 at beta = 0)."""
+    """The printed (garbled in the OCR) rho_hat with c~ = c, minimised over the rounds ``t`` (1 at beta = 0)."""
     if beta <= 0:
         return 1.0
     r = 1.0 - 15.0 / 16.0 * (1.0 + 32.0 * c * (1.0 + 1.0 / beta ** 2) * pr.L * et) \
@@ -368,12 +370,13 @@ def stability_server_sgd(st: Setting) -> list:
         a = 1 + (1 + p) * float(psi0(lr[0], pr.L, pr.K)) * eg[0] ** 2
         cf = geometric_closed(a, psi_sigma(pr, p) * (lr[0] * eg[0]) ** 2, np.arange(T + 1))
     c1 = dict(r.cond, **{"(1+p)(1-eta_g)^2 <= 1 (Thm 2 proof)": bool(np.all((1 + p) * (1 - eg) ** 2 <= 1))})
-    out = [Bound("libra.stability", st.algo, "disc_sq", "paper", f"{SRC} §3.1 S-paper (Lemma 6 proof)", sp,
+    out = [Bound("libra.stability", st.algo, "disc_sq", "paper", f"{SRC} Lemma 6 proof (S-paper)", sp,
                  closed_form=cf, conditions=c1, derived={"p": p})]
     sr = stability_r1(lr, eg, pr)
     cf = stability_r1_closed(T, lr[0], pr) if (_const_lr(lr) and np.all(eg == 1)) else None
     c2 = dict(r.cond, **{"eta_g <= 1 (S-R1)": bool(np.all(eg <= 1))})
-    out.append(Bound("libra.stability", st.algo, "disc_sq", "corrected", f"{SRC} §2.8 R1 / §3.1 S-R1", sr,
+    out.append(Bound("libra.stability", st.algo, "disc_sq", "corrected",
+                     f"{SRC} Lemma 6, Young's inequality corrected (S-R1)", sr,
                      closed_form=cf, conditions=c2))
     return out
 
@@ -387,7 +390,7 @@ def stability_fosm_bound(st: Setting) -> list:
     for three, form in ((False, "paper"), (True, "corrected")):
         s = stability_fosm(r.lr, r.eg, r.pr, beta, nu, three=three)
         out.append(Bound("libra.stability", st.algo, "disc_sq", form,
-                         f"{SRC} §2.11 eq. (25)" + (" x3 (L-U13)" if three else ""), s, conditions=dict(cond),
+                         f"{SRC} App. D eq. (25)" + (" x3 (Lemma 3)" if three else ""), s, conditions=dict(cond),
                          derived={"beta": beta, "nu": nu}))
     return out
 
@@ -402,11 +405,11 @@ def thm2_bound(st: Setting) -> list:
     cond = dict(r.cond, **{"eta_l <= 1 (eta~ <= eta_g)": bool(np.all(r.lr <= 1))})
     der = {"c": c, "psi": psi, "psi_sigma": psig}
     return [
-        Bound("libra.thm2", st.algo, "disc_sq", "paper", f"{SRC} §2.8 eq. (15)/(16)", thm2_paper(t, psi, psig, c),
+        Bound("libra.thm2", st.algo, "disc_sq", "paper", f"{SRC} Thm 2 eq. (15)/(16)", thm2_paper(t, psi, psig, c),
               conditions=dict(cond), derived=dict(der)),
-        Bound("libra.thm2", st.algo, "disc_sq", "corrected", f"{SRC} §3.1 safe (L-U11)",
+        Bound("libra.thm2", st.algo, "disc_sq", "corrected", f"{SRC} Thm 2, valid tail sum",
               thm2_safe(t, psi, psig, c), conditions=dict(cond), derived=dict(der)),
-        Bound("libra.step3", st.algo, "disc_sq", "paper", f"{SRC} §2.10 eq. (22)",
+        Bound("libra.step3", st.algo, "disc_sq", "paper", f"{SRC} eq. (22) (step-3 stability form)",
               step3_closed(t, psi, psig, c, et), conditions=dict(cond), derived=dict(der, eta_tilde=et)),
     ]
 
@@ -418,18 +421,19 @@ def fosm_closed_bound(st: Setting) -> list:
     beta, nu, psi, t, et, cond = r.beta, r.nu, r.psi, r.horizons, r.eta_tilde, r.fosm_cond()
     psig = psi_sigma(r.pr)
     der = {"beta": beta, "nu": nu, "c": r.c, "q": 2 * beta * (1 + beta)}
-    return [Bound("libra.fosm_closed", st.algo, "disc_sq", form, f"{SRC} §3.1 FOSM closed form",
+    return [Bound("libra.fosm_closed", st.algo, "disc_sq", form, f"{SRC} App. D FOSM closed form",
                   fosm_closed(t, psi, psig, r.c, et, beta, nu, factor=fac), conditions=dict(cond), derived=dict(der))
             for fac, form in (("geometric", "corrected"), ("thm4", "paper"))]
 
 
 @register(*SERVER_SGD, name="libra.grad_norm")
 def grad_norm_registered(st: Setting) -> Bound:
-    """§3.2 average gradient-norm bound at horizons t = 1..T (eta_l, eta_g averaged over the first t rounds)."""
+    """Eq. (20) average gradient-norm bound at horizons t = 1..T (eta_l, eta_g averaged over the first t rounds)."""
     r = _common(st)
     D = st.const("F0")
     vals = at_horizons(st.T, lambda t: grad_norm_bound(t, *_mean_lrs(r, t), r.pr, D)[0])
-    return Bound("libra.grad_norm", st.algo, "grad_norm_sq_avg", "paper", f"{SRC} §3.2 eq. (20) (L-U8)", vals,
+    return Bound("libra.grad_norm", st.algo, "grad_norm_sq_avg", "paper",
+                 f"{SRC} eq. (20) (last term as eq. (19) implies)", vals,
                  conditions=r.cond)
 
 
@@ -452,12 +456,12 @@ def excess_risk_registered(st: Setting) -> list:
         dyn = excess_risk_dynamics(s, g, L, C)
         ts = minimum_excess_risk_round(dyn["total"], start=1)
         out.append(Bound("libra.excess_risk", st.algo, "excess_risk", "corrected",
-                         f"{SRC} §2.4 Corollary 1 (gamma-optimised)", dyn["total"], conditions=dict(cond),
+                         f"{SRC} Corollary 1 (gamma-optimised)", dyn["total"], conditions=dict(cond),
                          derived={"C": C, "T_star": ts, "regime": fitting_regime(dyn["total"], start=1),
                                   "generalisation": dyn["generalisation"], "optimisation": dyn["optimisation"]}))
     except KeyError:
         pass
-    out.append(Bound("libra.gen_gap", st.algo, "gen_gap", "corrected", f"{SRC} §2.3 Thm 1 (gamma-optimised)",
+    out.append(Bound("libra.gen_gap", st.algo, "gen_gap", "corrected", f"{SRC} Thm 1 (gamma-optimised)",
                      gen_gap_bound(s, g, L), conditions=dict(cond)))
     return out
 
@@ -471,7 +475,8 @@ def e_min_registered(st: Setting) -> list:
         risk = _risk(st, r)._replace(paper_literal=lit)
         vals = at_horizons(st.T, lambda t: e_min_sgd(t, *_mean_lrs(r, t), r.pr, risk)["value"])
         last = e_min_sgd(st.T, *_mean_lrs(r, st.T), r.pr, risk) if st.T >= 1 else {}
-        out.append(Bound("libra.e_min", st.algo, "excess_risk_min", form, f"{SRC} §3.3 eq. (23) (L-U9, L-U10)",
+        out.append(Bound("libra.e_min", st.algo, "excess_risk_min", form,
+                         f"{SRC} eq. (23) (x2 of Lemma 1; corrected: phi of Cor. 1)",
                          vals, conditions=dict(r.cond), derived={k: v for k, v in last.items() if k != "value"}))
     return out
 
@@ -486,7 +491,8 @@ def e_min_fosm_registered(st: Setting) -> Bound:
     last = e_min_fosm(st.T, *_mean_lrs(r, st.T), r.pr, risk, beta, nu)
     cond = dict(r.cond, **{"rho_hat > 0 (FOSM)": bool(last["rho_hat"] > 0)}, **r.fosm_cond(),
                 **{"nu = 1 - beta (convergence proof covers the FedCM form only)": bool(abs(nu - (1 - beta)) < 1e-12)})
-    return Bound("libra.e_min", st.algo, "excess_risk_min", "corrected", f"{SRC} §3.3 eq. (35) (L-U14)", vals,
+    return Bound("libra.e_min", st.algo, "excess_risk_min", "corrected",
+                 f"{SRC} App. D eq. (35) (constants for nu = 1 - beta)", vals,
                  conditions=cond, derived={k: v for k, v in last.items() if k != "value"})
 
 
@@ -498,5 +504,5 @@ def rate_registered(st: Setting) -> Bound:
     with np.errstate(divide="ignore", invalid="ignore"):
         v = rate_E5(t, r.pr, st.const("F0"), r.c, r.psi, beta=r.beta, nu=r.nu)
     v[0] = np.nan
-    return Bound("libra.rate", st.algo, "excess_risk_min", "rate", f"{SRC} §3.3 rate-only (5)/(6)", v,
+    return Bound("libra.rate", st.algo, "excess_risk_min", "rate", f"{SRC} Thm 4 rate-only eqs. (5)/(6)", v,
                  conditions=r.cond, note="unit O(1) constants: shape only")
