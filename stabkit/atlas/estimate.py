@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import io
 import json
+import math
 import multiprocessing
 import time
 
@@ -57,17 +58,17 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
             per_job[key] = _job_seconds(job.config, cal[key])
             reading[key] = _reading_seconds(cal[key]["files"]) if cal[key] else float("nan")
     reference = min((k for k in cal if cal[k]), key=lambda k: per_job[k], default=None)
+    at = next((j.config for j in jobs if _key(j.config) == reference), None)  # where the algorithms calibrate
     costs = {}
     for job in jobs:
-        algo = (job.config["algo"], json.dumps(job.config.get("hp") or {}, sort_keys=True))
+        algo = _algo_key(job.config)
         if algo not in costs:
-            costs[algo] = _algo_cost(next(j.config for j in jobs if _key(j.config) == reference), algo,
-                                     cal[reference]) if reference else (1.0, 0.0)
+            costs[algo] = _algo_cost(at, algo, cal[reference]) if reference else (1.0, 0.0)
     compute = 0.0
     for job in jobs:
-        base, cfg = cal[_key(job.config)], job.config
-        factor, extra = costs[(cfg["algo"], json.dumps(cfg.get("hp") or {}, sort_keys=True))]
-        compute += per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra if base else float("nan")
+        cfg, base = job.config, cal[_key(job.config)]
+        factor, extra = costs[_algo_key(cfg)]
+        compute += (per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra) if base else math.nan
     capacity = parallel_capacity(workers)
     serial = sum(reading[_key(job.config)] for job in jobs)
     return {"total_s": compute / capacity + serial, "per_job": per_job, "capacity": capacity,
@@ -76,6 +77,11 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
 
 def _key(cfg: dict) -> tuple:
     return cfg["task"], cfg["perturb"], cfg["pairs"]
+
+
+def _algo_key(cfg: dict) -> tuple:
+    """The job's algorithm as calibrated: its name and hyperparameters (as JSON: a hashable key)."""
+    return cfg["algo"], json.dumps(cfg.get("hp") or {}, sort_keys=True)
 
 
 def _calibrate(cfg: dict, algo: str, hp: dict) -> dict | None:
