@@ -150,3 +150,33 @@ def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
         assert got == flag
         if "[madvise]" in mode or ("[always]" in mode and flag == "1"):
             assert (int(huge_kb) >= 32 << 10) == (flag == "1"), (flag, huge_kb)
+
+
+RUN_PROBE = """
+import sys
+from stabkit.engine.paired import PairedEngine
+seen = []
+step = PairedEngine.step
+def first_step(self, *a, **k):
+    if not seen:
+        seen.append(",".join(m for m in ("pandas", "scipy", "matplotlib", "seaborn", "sklearn", "torch._dynamo")
+                             if m in sys.modules) or "none")
+    return step(self, *a, **k)
+PairedEngine.step = first_step
+from stabkit_cli.main import main
+main(["pair", "--rounds", "3", "--pairs", "2", "--quiet", "--out", {out!r}])
+print("before round 1:", seen[0])
+print("dynamo:", "torch._dynamo" in sys.modules)
+"""
+
+
+def test_a_default_pair_imports_no_analysis_library_before_round_1_and_never_dynamo(tmp_path):
+    """The default run (digits, MLP, constants estimated) starts its rounds without pandas, scipy, matplotlib,
+    seaborn or scikit-learn, and never imports ``torch._dynamo``: the constants' Hessian-vector products and
+    per-sample gradients go through plain autograd and the engine's batched gradient, not ``torch.func``."""
+    done = subprocess.run([sys.executable, "-c", RUN_PROBE.format(out=str(tmp_path / "r"))], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "before round 1: none" in lines and "dynamo: False" in lines, done.stdout
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["constants"] == "estimated"

@@ -112,14 +112,18 @@ def test_a_bad_limit_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "r" / "metrics.csv").exists()
 
 
-def test_a_run_states_its_allocator_once_and_records_it(tmp_path):
-    out = _python(f"""
+def test_a_run_states_its_allocator_once_with_verbose_and_always_records_it(tmp_path):
+    code = """
 from stabkit_cli.main import main
-main(["pair", "--rounds", "1", "--pairs", "1", "--no-constants", "--quiet", "--out", {str(tmp_path / "r")!r}])
-""", STABKIT_CPU_CACHE_MB="700")
+main(["pair", "--rounds", "1", "--pairs", "1", "--no-constants", "--quiet", "--overwrite", "--out", {out!r}{extra}])
+"""
     line = ("allocator: glibc, every block from its heap, up to 700 MiB of freed memory kept for reuse "
             "(STABKIT_CPU_CACHE_MB)")
-    assert out.count("allocator:") == 1 and line in out.splitlines()
+    out_dir = str(tmp_path / "r")
+    plain = _python(code.format(out=out_dir, extra=""), STABKIT_CPU_CACHE_MB="700")
+    assert "allocator:" not in plain  # a line a user cannot act on: only asked for
+    verbose = _python(code.format(out=out_dir, extra=', "--verbose"'), STABKIT_CPU_CACHE_MB="700")
+    assert verbose.count("allocator:") == 1 and line in verbose.splitlines()
     recorded = json.loads((tmp_path / "r" / "config.json").read_text())
     assert (recorded["allocator"], recorded["cpu_cache_mb"]) == (line, 700)
     from stabkit import RunConfig
