@@ -124,8 +124,8 @@ print(",".join(m for m in ("torch._dynamo", "torch._inductor.config", "torch.fx.
 def test_a_cpu_run_imports_no_compiler():
     """A paired run on the CPU loads none of torch's compiler stack (torch._dynamo with inductor's
     configuration and symbolic shapes: ~2 s of start-up): the deterministic-mode switch, the model check on
-    the meta device and the FLOP count each used to import it. (The constants' Hessian-vector products go
-    through torch.func transforms, which do; this run skips them.)"""
+    the meta device and the FLOP count each used to import it. (The constants, which this run skips, are
+    pinned by the next test: they import no compiler either.)"""
     done = subprocess.run([sys.executable, "-c", RUN_PROBE], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"stabkit pair imported {done.stdout.strip()}"
@@ -152,7 +152,7 @@ def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
             assert (int(huge_kb) >= 32 << 10) == (flag == "1"), (flag, huge_kb)
 
 
-RUN_PROBE = """
+FIRST_ROUND_PROBE = """
 import sys
 from stabkit.engine.paired import PairedEngine
 seen = []
@@ -174,7 +174,7 @@ def test_a_default_pair_imports_no_analysis_library_before_round_1_and_never_dyn
     """The default run (digits, MLP, constants estimated) starts its rounds without pandas, scipy, matplotlib,
     seaborn or scikit-learn, and never imports ``torch._dynamo``: the constants' Hessian-vector products and
     per-sample gradients go through plain autograd and the engine's batched gradient, not ``torch.func``."""
-    done = subprocess.run([sys.executable, "-c", RUN_PROBE.format(out=str(tmp_path / "r"))], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", FIRST_ROUND_PROBE.format(out=str(tmp_path / "r"))], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
