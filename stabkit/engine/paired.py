@@ -27,7 +27,6 @@ import torch
 
 from stabkit.algorithms.base import Algorithm, RoundContext, Step
 from stabkit.algorithms.dp import find_dp
-from stabkit.engine.alloc import keep_freed_memory
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
@@ -100,7 +99,6 @@ class PairedEngine:
     def __init__(self, cfg: EngineSettings, algo: Algorithm, model: FlatModel, data: FederatedData,
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
-        keep_freed_memory()
         self.threads = None  # intra-op threads of large ops (stabkit.engine.threads.run_threads; None: torch's)
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]

@@ -212,7 +212,7 @@ def run_facts(run) -> dict:
     versions, device, threads, allocator, parameter count and smallest client."""
     return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "versions": versions(),
             "device_used": str(run.device), "threads": run.threads, "allocator": alloc.policy(),
-            "cpu_cache_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
+            "heap_keep_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
             "d": run.model.d, "n_min": int(run.data.n_np[: run.task.num_train_clients].min())}
 
 
