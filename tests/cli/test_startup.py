@@ -131,12 +131,13 @@ def test_a_cpu_run_imports_no_compiler():
     assert done.stdout.strip() == "", f"stabkit pair imported {done.stdout.strip()}"
 
 
-def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
-    """``import stabkit`` before torch turns on torch's huge-page allocations for large tensors (where the
-    kernel offers transparent huge pages, a 64 MB tensor lands in them); a value the user set stands."""
+def test_the_machine_policy_puts_large_tensors_in_huge_pages():
+    """The machine policy applied before torch (as the command does) turns on torch's huge-page allocations for
+    large tensors (where the kernel offers transparent huge pages, a 64 MB tensor lands in them); a value the
+    user set stands."""
     import os
     from pathlib import Path
-    probe = ("import stabkit, torch, os; t = torch.ones(16 << 20); "
+    probe = ("from stabkit.engine import machine; machine.apply(); import torch, os; t = torch.ones(16 << 20); "
              "huge = [int(l.split()[1]) for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages')]; "
              "print(os.environ['THP_MEM_ALLOC_ENABLE'], huge[0] if huge else -1)")
     modes = Path("/sys/kernel/mm/transparent_hugepage/enabled")
