@@ -114,6 +114,10 @@ class RunConfig:
                           "the coupled streams so both runs augment alike; image tasks, minibatches only)")
     checkpoint_every: int = option(CHECKPOINT_EVERY, "rounds between checkpoints of the whole run state (and one "
                                    "after the last round), for --resume; 0 = none")
+    store_updates: bool = option(False, "store trajectory A's client updates of every round under RUN/updates/ "
+                                 "(for `stabkit unlearn --method federaser`); costs pairs x clients per round x "
+                                 "parameters x 4 bytes (float32) a round, e.g. 0.77 MB for 8 pairs x 5 clients x "
+                                 "the digits MLP's 4,810")
     save_models: str = option("final", "global models of both runs of every pair saved as state dicts under "
                               "RUN/models/: " + SAVE_SPEC_HELP)
 

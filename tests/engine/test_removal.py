@@ -18,6 +18,8 @@ from stabkit.engine.perturbation import Neighbours, removed_cohort
 from stabkit.engine.sampling import batch_positions, client_order
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun
+from stabkit.testing.problems import tiny_task
+from tests.helpers import A3, B3
 
 M, S, REMOVED, DRAWS = 5, 2, 3, 60_000
 
@@ -135,6 +137,16 @@ def test_remove_sample_row_lacks_exactly_the_sample_and_runs_separate_after_the_
         disc = run.engine.discrepancy()
         for r in range(3):
             assert (disc[r] == 0) == (r not in first), (t, r, disc)
+
+
+def test_removing_the_only_sample_of_a_client_is_refused():
+    """Client 2 of the three-client problem holds one sample; a pair that draws it is refused in one line."""
+    cfg = RunConfig(perturb="remove-sample", pairs=40, rounds=1, batch_size="full", clients_per_round=2,
+                    constants=False, task_options=TaskOptions(clients=3, heldout_clients=2))
+    with pytest.raises(ConfigError, match=r"drawn client 2 has one training sample"):
+        PairedRun(cfg, task=tiny_task(A3, B3))
+    run = PairedRun(cfg.replace(pairs=40, task_options=TaskOptions(clients=2, heldout_clients=2)), task=tiny_task())
+    assert len(run.nb.extra) == 40  # two samples per client: every pair's neighbour has one
 
 
 @pytest.mark.parametrize("kw,text", [
