@@ -25,6 +25,7 @@ from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
 ROUND_LIMIT = 2 ** 63 - 1  # rounds key the random streams and fill int64 log columns
 PERTURBATIONS = ("client", "sample", "remove-client", "remove-sample", "none")
+REMOVALS = ("remove-client", "remove-sample")  # leave-one-out neighbours (stabkit.engine.perturbation)
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 DP_NOISE = ("coupled", "independent")  # stabkit.engine.noise

@@ -57,9 +57,6 @@ class Neighbours:
         return (self.cmap >= 0).sum(axis=2)
 
 
-REMOVALS = ("remove-client", "remove-sample")
-
-
 def build_neighbours(task: Task, perturb: str, client_mode: str, pairs: int, seed: int) -> Neighbours:
     M, H = task.num_train_clients, task.num_heldout_clients
     n_repl = (H + 1) // 2
