@@ -11,11 +11,15 @@ Cost: K times the run's training.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from stabkit.engine import rng
 from stabkit.errors import require
+
+if TYPE_CHECKING:
+    import torch
 
 FLOOR_SEEDS_MAX = 64  # more retrains than this are refused with the time they would take
 
