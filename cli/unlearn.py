@@ -6,12 +6,11 @@ Prints one row per pair (``--format json``: ``{"method": ..., "pairs": [{"pair":
 """
 from __future__ import annotations
 
-import json
-
 import click
 
 from stabkit.algorithms.variant import hp_value
 from stabkit.errors import ConfigError
+from stabkit.store.atomic import strict_json
 
 FORMATS = ("text", "json")
 
@@ -42,7 +41,7 @@ def unlearn(run_dir, method, hp_items, floor_seeds, fmt):
     check_unlearnable(run_dir, method, hp, floor_seeds)  # refused before torch is imported
     report = run_unlearn(run_dir, method, hp, floor_seeds, echo=lambda line: click.echo(line, err=True))
     if fmt == "json":
-        click.echo(json.dumps(report))
+        click.echo(strict_json(report))  # NaN (a regression task's accuracy) as null
         return
     click.echo(format_report(report))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -140,4 +139,5 @@ def _rows(ctx, x_u, x_a, x_b, steps, floor, retrain: float) -> list:
 
 
 def _ratio(d, floor):
-    return None if floor is None else (float(d) / floor if floor > 0 else math.inf)
+    """``d`` in floor units; None without a floor or where the retrains all coincide (a floor of 0)."""
+    return float(d) / floor if floor else None

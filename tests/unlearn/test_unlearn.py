@@ -229,3 +229,18 @@ def test_bad_input(digits_runs, tmp_path, capsys, monkeypatch, args, needle):
     if name == "edited":
         _edit_model(tmp_path / name)
     check_refused(["unlearn", name, *args[1:]], needle, tmp_path, capsys, monkeypatch)
+
+
+def test_json_is_strict_on_a_regression_task(tmp_path, capsys):
+    """A regression task has no accuracy: the JSON says null (strict JSON, as every file stabkit writes)."""
+    cfg = RunConfig(task="quadratic", perturb="remove-client", rounds=3, pairs=2, local_steps=2, clients_per_round=3,
+                    constants=False, task_options=TaskOptions(clients=6, samples_per_client=20))
+    run_pair(cfg, out=tmp_path / "q")
+    code, out, err = cli(["unlearn", str(tmp_path / "q"), "--method", "finetune", "--hp", "rounds=1",
+                          "--format", "json"], capsys)
+    assert code == 0, err
+
+    def refuse(name):
+        raise AssertionError(f"non-strict JSON constant {name}")
+    rows = json.loads(out, parse_constant=refuse)["pairs"]
+    assert all(r["test_acc"] is None and r["test_loss"] > 0 and r["client_steps"] == 3 * 2 for r in rows)
