@@ -126,7 +126,7 @@ class PairedEngine:
             slot, repl = active_swap(nb, cfg.seed, t, self.s)
             rows[np.arange(self.R), 1, slot] = repl
         elif nb.mode == "remove-client":
-            rows[:, 1] = removed_cohort(nb, S, order)
+            rows[:, 1] = removed_cohort(nb.perturbed_client, S, order)
         return S, rows
 
     def _batches(self, t: int, rows: np.ndarray) -> torch.Tensor:

@@ -108,13 +108,14 @@ def _perturbed_samples(task: Task, seed: int, pairs: int, mode: str) -> tuple:
     return client, position
 
 
-def removed_cohort(nb: Neighbours, S: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``remove-client``: B's physical rows ``[R, s]`` in round t from A's cohort S_t ``[R, s]`` and the
-    permutation ``order [R, M]`` it is the head of: the removed client's slot takes ``order[:, s]``, the first
-    client A did not sample (a uniform draw among them); every other slot keeps A's client."""
+def removed_cohort(removed: np.ndarray, S: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``remove-client``: B's clients ``[R, s]`` in round t from A's cohort S_t ``[R, s]``, the permutation
+    ``order [R, M]`` it is the head of and each pair's ``removed`` client ``[R]``: the removed client's slot
+    takes ``order[:, s]``, the first client A did not sample (a uniform draw among them); every other slot keeps
+    A's client."""
     s = S.shape[1]
     rows = S.copy()
-    out = S == nb.perturbed_client[:, None]
+    out = S == removed[:, None]
     rows[out] = np.broadcast_to(order[:, s:s + 1], S.shape)[out]
     return rows
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from stabkit import RunConfig, TaskOptions
-from stabkit.engine.perturbation import Neighbours, removed_cohort
+from stabkit.engine.perturbation import removed_cohort
 from stabkit.engine.sampling import batch_positions, client_order
 from stabkit.errors import ConfigError
 from stabkit.run.experiment import PairedRun
@@ -22,14 +22,6 @@ from stabkit.testing.problems import tiny_task
 from tests.helpers import A3, B3
 
 M, S, REMOVED, DRAWS = 5, 2, 3, 60_000
-
-
-def _neighbours(removed: int, pairs: int) -> Neighbours:
-    cmap = np.broadcast_to(np.arange(M), (pairs, 2, M)).copy()
-    cmap[:, 1, removed] = -1
-    none = np.full(pairs, -1)
-    return Neighbours(cmap, [], np.array([], int), np.array([], int), np.full(pairs, removed), none, none,
-                      "remove-client")
 
 
 def _within_binomial_error(counts: dict, cells: list, draws: int, z: float = 5.0) -> bool:
@@ -41,7 +33,7 @@ def _within_binomial_error(counts: dict, cells: list, draws: int, z: float = 5.0
 def _cohorts():
     order = client_order(seed=7, t=0, pairs=DRAWS, num_clients=M)  # one independent permutation per pair
     A = order[:, :S]
-    return A, removed_cohort(_neighbours(REMOVED, DRAWS), A, order), order
+    return A, removed_cohort(np.full(DRAWS, REMOVED), A, order), order
 
 
 def test_remove_client_cohorts_are_uniform_subsets_of_the_remaining_clients():
