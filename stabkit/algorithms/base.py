@@ -112,7 +112,8 @@ class RoundContext:
     lr_sum: float  # sum(lrs), K * lr for a constant lr: turns a model difference into gradient units
     global_lr: float
     local_steps: int  # K
-    num_clients: int  # M, training population size
+    num_clients: Any  # M, training population size; [1, 2, 1] tensor (M, M - 1) where run B's federation is
+    # smaller (remove-client), so a rule that scales by s / M reads each trajectory's own population
     sampled: int  # s, clients per round
     full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
     process: Callable  # (g, y) -> g as the engine treats every gradient (clipped; + wd y under placement gradient)

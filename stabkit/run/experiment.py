@@ -79,6 +79,7 @@ class PairedRun:
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
         self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
         self.initial_logged = False  # round 0 (the initial models) is logged
+        self.updates = None  # --store-updates: the last round's (cohort [R, s], A's client updates [R, s, d])
 
     @property
     def rows(self) -> list:
@@ -100,8 +101,13 @@ class PairedRun:
             self.log_initial()
             t = self.t + 1
             start = time.perf_counter()
+            x_before = self.engine.x[:, 0]
             rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
-                                   keep_clients=t in self.cfg.sharpness_rounds)
+                                   keep_clients=t in self.cfg.sharpness_rounds or self.cfg.store_updates)
+            if self.cfg.store_updates:  # A's client updates y_i - x_{t-1}, [R, s, d] (stabkit.store.updates)
+                self.updates = (rec.rows[:, 0], rec.clients[:, 0] - x_before[:, None, :])
+                if t not in self.cfg.sharpness_rounds:
+                    rec.clients = None  # not kept in the checkpoint's record
             self.times["train_s"] += time.perf_counter() - start
             self.diverged = self.log.log(t, rec, self.log.evaluates(t))
         self.t = t

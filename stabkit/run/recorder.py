@@ -136,6 +136,8 @@ class RunRecorder:
             snapshots[t] = run.engine.x[0, 0].clone()
         run.times["wall_s"] = wall_s()
         self._save_models(t)
+        if run.updates is not None:
+            self.writer.save_updates(t, *run.updates)
         if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
             self._checkpoint(t, rec, snapshots)
         elif t % FLUSH_EVERY == 0 and time.perf_counter() - self._flushed >= FLUSH_SECONDS:

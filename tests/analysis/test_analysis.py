@@ -138,3 +138,18 @@ def test_one_formatter_of_swept_values_in_legends_tables_and_reports():
     assert setting_name({"algo": "fedavg", "lr": 0.1, "hp.beta": None}) == "FedAvg, lr 0.1, beta default"
     assert distinct_labels([{"algo": "fosm", "hp": {"beta": 0.5}}, {"algo": "fosm", "hp": {"beta": None}}]) == \
         ["fosm beta=0.5", "fosm beta=default"]
+
+
+def test_bounds_on_a_removal_run_are_shown_as_not_covered_by_their_proofs(tmp_path):
+    """Every printed proof is for replace-one neighbours: on a remove-client run each bound is still evaluated
+    but carries the failed condition, so none is counted as a valid bound."""
+    from stabkit.analysis.run_analysis import REMOVAL_NOT_COVERED
+    cfg = RunConfig(algo="fedavg", task="quadratic", perturb="remove-client", rounds=12, pairs=2, local_steps=3,
+                    clients_per_round=3, task_options=TaskOptions(clients=8, samples_per_client=20))
+    run_pair(cfg, out=tmp_path / "remove")
+    run_pair(cfg.replace(perturb="client", client_mode="population"), out=tmp_path / "replace")
+    removal, replace = analyze(tmp_path / "remove", bootstrap=0), analyze(tmp_path / "replace", bootstrap=0)
+    assert removal.bounds and [b.name for b in removal.bounds] == [b.name for b in replace.bounds]
+    assert all(REMOVAL_NOT_COVERED in b.failed and not b.valid for b in removal.bounds)
+    assert not any(REMOVAL_NOT_COVERED in b.conditions for b in replace.bounds)
+    assert any(b.valid for b in replace.bounds) and removal.summary_row()["valid_bounds"] == 0

@@ -52,6 +52,7 @@ ELSEWHERE = [  # the other commands' refusals that the options (and a saved run'
     ["landscape", "@run", "--span", "nan"], ["landscape", "@run", "--pair", "2"],
     ["landscape", "@run", "--points", "1000000"], ["sharpness", "@missing_model"], ["landscape", "@missing_model"],
     ["sharpness", "@corrupt_config"], ["landscape", "@list_config"], ["sharpness", "@empty_round"],
+    ["unlearn", "@run", "--method", "none"], ["unlearn", "@run", "--method", "none", "--format", "xml"],
 ]
 REFUSAL_PROBE = """
 import contextlib, io, json, sys
@@ -95,7 +96,8 @@ def test_pair_refuses_bad_options_before_importing_torch(tmp_path):
 def test_other_commands_refuse_before_importing_torch(tmp_path):
     """``sweep`` (every job's config, the executor and its address), ``atlas`` (--out, --address), ``presets
     --estimate`` (--data-dir), ``sharpness`` and ``landscape`` (their options, the saved run's config.json,
-    rounds, pairs and model files) refuse before torch is imported: a bad invocation takes well under 1 s."""
+    rounds, pairs and model files) and ``unlearn`` (the run's perturbation, the format) refuse before torch is
+    imported: a bad invocation takes well under 1 s."""
     from stabkit import RunConfig, run_pair
     from tests.cli.test_bad_inputs import DAMAGE
 
