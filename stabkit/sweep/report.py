@@ -183,9 +183,9 @@ def _plot_discrepancy(name, analyses, labels, out) -> list:
     finals = [m[np.isfinite(m)][-1] for m, _ in stats.values()]
     log = min(finals) > 0 and max(finals) / min(finals) > 30  # curves orders of magnitude apart: log scale
     first = 1 if log else 0  # D_0 = 0 has no place on a log axis
-    for (label, (m, s)), style in zip(stats.items(), line_styles(len(stats))):
+    for (label, (m, s)), style in zip(stats.items(), line_styles(len(stats), markevery=0.1)):
         t = np.arange(len(m))[first:]
-        ax.plot(t, m[first:], lw=1.8, label=label, **style)
+        ax.plot(t, m[first:], lw=1.8, ms=4, label=label, **style)
         ax.fill_between(t, (m - s)[first:], (m + s)[first:], color=style["color"], alpha=0.15)
     ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title=f"{name}: global discrepancy (±1 std, seeds × pairs)")
     if log:
