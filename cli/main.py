@@ -16,11 +16,12 @@ import click
 import stabkit_cli
 from stabkit.engine.alloc import apply_at_start
 from stabkit.errors import ConfigError
+from stabkit_cli.help import Commands
 
 apply_at_start()  # before any command imports torch (stabkit.engine.alloc)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="stabkit")
 def cli():
     """Measure how stable federated-learning algorithms are, with paired trajectories."""
