@@ -15,8 +15,8 @@ Writes to ``DIR/report/`` (or ``out``):
   round 0, is drawn as open markers labelled ``= <that one>``), and for every numeric swept axis
   ``vs_<axis>``: final discrepancy, fitted growth parameters (the saturating level only where that law is
   best) and Libra's excess risk against the axis (error bars: std over seeds and pairs, over seeds for the
-  fits). Legends read ``axis=value`` with ``default`` for an unset value; more than ten settings repeat the
-  colours with another line style.
+  fits). Legends read ``axis=value`` with ``default`` for an unset value; each setting has its own colour and
+  marker (``stabkit.plotting.line_styles``).
 
 The axis called ``seed`` is the replicate axis; every other axis defines the settings compared.
 """
