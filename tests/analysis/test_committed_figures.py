@@ -1,5 +1,6 @@
 """The committed figures cannot go stale: each is redrawn, with the current code, from the committed data it was
-drawn from (no training: the demo's two runs are committed in ``figures/demo/data/``), and its sidecar -- the
+drawn from (no training: the demo's two runs are committed in ``figures/demo/data/``, the recipes' sweeps in
+``figures/recipes/<recipe>/data/``), and its sidecar -- the
 titles, axis labels, legend entries, texts and plotted values (:func:`stabkit.plotting.describe`) -- must
 equal the committed one. A change of code that would draw other labels or numbers fails here until the
 figures are redrawn with the recipe (``figures/README.md``) and committed.
@@ -19,8 +20,13 @@ from stabkit.plotting import SIDECAR, same_figure
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ["figures/demo/data/fedsagd", "figures/demo/data/fedavg"]
+# the sweep recipes whose sweeps are committed in figures/recipes/<name>/data (fedswa_flatness's are not: its
+# sweep takes minutes and its landscape needs saved models)
+SWEEPS = ["fedinit_beta", "fedsagd_fig1_2", "fedswa_rho", "libra_fig2a_k", "libra_fig2b_decay", "libra_fig2c_beta"]
 # committed figure folder -> the stabkit command that draws it from committed data ({out}: the folder)
-RECIPES = {"figures/demo": ["bounds", *DEMO, "--plot", "--out", "{out}"]}
+RECIPES = {"figures/demo": ["bounds", *DEMO, "--plot", "--out", "{out}"],
+           **{f"figures/recipes/{r}": ["report", f"figures/recipes/{r}/data", "--bootstrap", "0", "--out", "{out}"]
+              for r in SWEEPS}}
 TABLES = {"figures/demo/fit_table.txt": ["bounds", *DEMO, "--format", "table"]}
 
 
