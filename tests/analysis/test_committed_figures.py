@@ -20,9 +20,10 @@ from stabkit.plotting import SIDECAR, same_figure
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ["figures/demo/data/fedsagd", "figures/demo/data/fedavg"]
-# the sweep recipes whose sweeps are committed in figures/recipes/<name>/data (fedswa_flatness's are not: its
-# sweep takes minutes and its landscape needs saved models)
-SWEEPS = ["fedinit_beta", "fedsagd_fig1_2", "fedswa_rho", "libra_fig2a_k", "libra_fig2b_decay", "libra_fig2c_beta"]
+# the sweep recipes, each committed in figures/recipes/<name>/data (fedswa_flatness/landscape/ is drawn from
+# saved models, which are not committed: that subfolder is not redrawn)
+SWEEPS = ["fedinit_beta", "fedsagd_fig1_2", "fedswa_flatness", "fedswa_rho", "libra_fig2a_k", "libra_fig2b_decay",
+          "libra_fig2c_beta"]
 # committed figure folder -> the stabkit command that draws it from committed data ({out}: the folder)
 RECIPES = {"figures/demo": ["bounds", *DEMO, "--plot", "--out", "{out}"],
            **{f"figures/recipes/{r}": ["report", f"figures/recipes/{r}/data", "--bootstrap", "0", "--out", "{out}"]
