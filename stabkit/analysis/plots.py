@@ -73,16 +73,8 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
                                 MAX_ENTRIES - len(analyses))
     low, high = np.inf, 0.0  # the bounds panel shows the measured curves and the valid bounds in full
     for a, color, own in zip(analyses, colors(len(analyses)), valid):
-        curves = a.curves()
-        t = np.arange(curves.shape[1])
-        mean = curves.mean(0)
-        ax.plot(t, mean, color=color, lw=2, label=f"{a.label}: measured (band: min–max over {len(curves)} pairs)")
-        ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
-        if a.fit is not None:
-            ax.plot(t, a.fit.fits[a.fit.best].predict(t), color=color, ls="--", lw=1,
-                    label=f"{a.label}: fitted {a.fit.best} growth law")
-        else:
-            ax.plot([], [], ls="none", label=f"{a.label}: no growth law fitted (too few rounds)")
+        curves = _plot_measured(ax, a, color)
+        t, mean = np.arange(curves.shape[1]), curves.mean(0)
         axb.plot(t[1:], mean[1:], color=color, lw=2.4, label=f"{a.label}: measured")
         positive = mean[1:][mean[1:] > 0]
         low = min(low, positive.min() if len(positive) else np.inf)
@@ -107,6 +99,20 @@ def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
         _plot_failing(axes[2], analyses, failing)
     _note_missing(fig, analyses)
     return save(fig, out, "discrepancy")
+
+
+def _plot_measured(ax, a, color) -> np.ndarray:
+    """The run's measured distance (mean over pairs, band min..max) and its fitted growth law; its curves."""
+    curves = a.curves()
+    t = np.arange(curves.shape[1])
+    ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label}: measured (band: min–max over {len(curves)} pairs)")
+    ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
+    if a.fit is not None:
+        ax.plot(t, a.fit.fits[a.fit.best].predict(t), color=color, ls="--", lw=1,
+                label=f"{a.label}: fitted {a.fit.best} growth law")
+    else:
+        ax.plot([], [], ls="none", label=f"{a.label}: no growth law fitted (too few rounds)")
+    return curves
 
 
 def _plot_failing(ax, analyses, failing) -> None:
