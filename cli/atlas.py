@@ -10,7 +10,7 @@ import click
 
 from stabkit.atlas.suites import SUITES
 from stabkit.errors import ConfigError
-from stabkit.sweep.executors import EXECUTORS
+from stabkit.sweep import EXECUTORS
 from stabkit_cli.help import Choice
 from stabkit_cli.sweep import Progress
 

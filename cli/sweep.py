@@ -14,7 +14,7 @@ import yaml
 
 from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError
-from stabkit.sweep.executors import EXECUTORS
+from stabkit.sweep import EXECUTORS
 from stabkit_cli.help import Choice
 
 
