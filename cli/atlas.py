@@ -55,7 +55,7 @@ def atlas(out, executor, workers, address, quiet, **request):
     """Measure every algorithm on a suite of tasks and write the stability atlas page.
 
     \b
-    Example (every algorithm on the small suite, ~27 min on 2 cores; --dry-run prints the projected time):
+    Example (every algorithm on the small suite, tens of minutes on 2 cores; --dry-run projects the time):
       stabkit atlas --suite small --workers 2 --out atlas
     """
     if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s

@@ -157,7 +157,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round.
 
     \b
-    Example (30 rounds of FedSAGD, 4 pairs, one client replaced; about 10 s on 2 cores):
+    Example (30 rounds of FedSAGD, 4 pairs, one client replaced in trajectory B):
       stabkit pair --algo fedsagd --perturb client --rounds 30 --pairs 4 --out runs/quick
     """
     out, overwrite, quiet, label, tensorboard, flwr_app = (
