@@ -14,11 +14,11 @@ import sys
 import click
 
 import stabkit_cli
-from stabkit.engine.alloc import apply_at_start
+from stabkit.engine import machine
 from stabkit.errors import ConfigError
 from stabkit_cli.help import Commands
 
-apply_at_start()  # before any command imports torch (stabkit.engine.alloc)
+machine.apply()  # before any command imports torch (stabkit.engine.machine)
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

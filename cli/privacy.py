@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from stabkit.store.runstore import FIGURES_DIR
 from stabkit_cli.help import Choice
 
 FORMATS = ("table", "json")
@@ -33,7 +34,7 @@ def privacy(run, delta, audit_dir, fmt, plot):
     report = privacy_report(run, delta, audit_dir)
     click.echo(strict_json(report, indent=2) if fmt == "json" else report_text(report))
     if plot:
-        paths = plot_sandwich(report, Path(run) / "figures")
+        paths = plot_sandwich(report, Path(run) / FIGURES_DIR)
         click.echo(f"figure: {paths[0]}", err=fmt == "json")
 
 

@@ -34,11 +34,11 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
 # ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``allocator``: the line saying
-# which allocator the process used, ``cpu_cache_mb``: the freed memory it kept for reuse, 0 where none
+# which allocator the process used, ``heap_keep_mb`` (``cpu_cache_mb`` in runs before it was renamed): the freed memory it kept for reuse, 0 where none
 # (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label.
 # Fields a run chooses itself when they are left open (None) and then records in config.json with the value used.
 CHOSEN_BY_RUN = ("eval_every", "eval_fraction")
-RUN_FACTS = ("versions", "device_used", "threads", "allocator", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label")
+RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "

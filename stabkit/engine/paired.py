@@ -25,9 +25,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 import torch
 
-from stabkit.algorithms.base import Algorithm, RoundContext, Step
-from stabkit.algorithms.dp import find_dp
-from stabkit.engine.alloc import keep_freed_memory
+from stabkit.algorithms.base import CLIENT_SENSITIVITIES, Algorithm, RoundContext, Step
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
@@ -100,7 +98,6 @@ class PairedEngine:
     def __init__(self, cfg: EngineSettings, algo: Algorithm, model: FlatModel, data: FederatedData,
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
-        keep_freed_memory()
         self.threads = None  # intra-op threads of large ops (stabkit.engine.threads.run_threads; None: torch's)
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]
@@ -110,7 +107,7 @@ class PairedEngine:
         self.full_batch = cfg.batch_size == "full"
         batch = int(data.n_np.max()) if self.full_batch else cfg.batch_size
         self.step_flops = model.flops_per_sample(data.x[:1], data.y[:1]) * R * 2 * self.s * batch
-        self.measure_sensitivity = find_dp(algo) is not None  # a DP algorithm's dp_sensitivity, every round
+        self.measure_sensitivity = CLIENT_SENSITIVITIES in algo.requires()  # a DP algorithm's, every round
 
     def round_rows(self, t: int) -> tuple:
         """Logical sample S_t ``[R, s]`` and the physical rows ``[R, 2, s]`` each trajectory trains on."""

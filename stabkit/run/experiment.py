@@ -26,7 +26,6 @@ from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.paired import PairedEngine
 from stabkit.engine.threads import run_threads
-from stabkit.flatness.runlog import SharpnessLog
 from stabkit.privacy.runfile import run_schedule
 from stabkit.run.assembly import assemble, engine_settings
 from stabkit.run.preflight import preflight
@@ -72,7 +71,10 @@ class PairedRun:
         self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.log = RoundLog(cfg, self.engine, self.evaluator, self.times)
         self.t = 0  # rounds done
-        self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
+        self.sharpness = None
+        if cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas, a run without them need not
+            from stabkit.flatness.runlog import SharpnessLog
+            self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg)
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
         self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)

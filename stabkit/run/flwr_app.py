@@ -35,6 +35,7 @@ from stabkit.algorithms.flower import inprocess as fl
 from stabkit.algorithms.flower.params import SAMPLING
 from stabkit.engine.rng import hash_keys, randint
 from stabkit.engine.sampling import sample_clients
+from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
@@ -206,11 +207,12 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
                                             "rounds": cfg.rounds, "clients_per_round": run.s,
                                             "perturb": cfg.perturb, "partitions": run.N, "heldout": app["heldout"]})
     start = time.perf_counter()
-    try:
-        for t in range(cfg.rounds):
-            run.step(t)
-            if progress is not None:
-                progress(t + 1)
+    try:  # the app trains one client's minibatches at a time in Python: small ops, one thread (threads_for)
+        with threads_for(0.0):
+            for t in range(cfg.rounds):
+                run.step(t)
+                if progress is not None:
+                    progress(t + 1)
     finally:  # a failing call keeps the rows of the rounds before it
         atomic_write_csv(out / "metrics.csv", pd.DataFrame(run.rows, columns=ROW_COLUMNS))
     wall = time.perf_counter() - start

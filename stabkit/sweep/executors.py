@@ -19,7 +19,7 @@ import multiprocessing
 import socket
 from typing import Callable, Iterator
 
-from stabkit.engine.alloc import apply_at_start
+from stabkit.engine import machine
 from stabkit.errors import ConfigError, require
 from stabkit.sweep import EXECUTORS
 from stabkit.sweep.job import execute_job
@@ -42,7 +42,7 @@ class LocalExecutor:
                 yield job.id, execute_job(job.config)
             return
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
-        with cf.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=apply_at_start) as pool:
+        with cf.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=machine.apply) as pool:
             futures = {}
             for job in jobs:
                 futures[pool.submit(execute_job, job.config)] = job.id

@@ -194,3 +194,20 @@ def test_between_checkpoints_logs_flush_every_ten_rounds_at_most_once_per_interv
         assert seen == flushes
         logs[seconds] = [(tmp_path / str(seconds) / name).read_bytes() for name in ("metrics.csv", "local.csv")]
     assert logs[0.0] == logs[1e9] and load_run(tmp_path / "0.0")["round"].max() == 35
+
+
+def test_a_resume_removes_the_figures_drawn_from_fewer_rounds_and_says_so(tmp_path, capsys):
+    run_pair(_cfg(rounds=6, local_rounds=(0,)), out=tmp_path / "r")
+    figures = tmp_path / "r" / "figures"
+    figures.mkdir()
+    (figures / "discrepancy.png").write_bytes(b"drawn from 6 rounds")
+    assert resume_pair(tmp_path / "r", rounds=9)["rounds_done"] == 9
+    assert not figures.exists()
+    assert f"removed {figures}: drawn from the run's first 6 rounds" in capsys.readouterr().err
+
+
+def test_progress_names_the_constants_stage_after_the_rounds(tmp_path):
+    seen = []
+    run_pair(_cfg(rounds=4, constants=True, local_rounds=(0,)), out=tmp_path / "r", progress=lambda t, stats: seen.append((t, stats)))
+    assert [t for t, s in seen if "stage" not in s] == [1, 2, 3, 4]
+    assert seen[-1] == (4, {"stage": "constants"})
