@@ -134,8 +134,6 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     if fmt == "table":
         click.echo("\n\n".join(_text(a) for a in analyses))
     elif fmt == "csv":
-        import pandas as pd
-
         click.echo(pd.DataFrame([_flat(a.summary_row()) for a in analyses]).to_csv(index=False), nl=False)
     else:
         payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(),
