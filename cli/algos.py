@@ -26,7 +26,12 @@ def _markdown() -> str:
 @click.command()
 @click.option("--markdown", is_flag=True, help="print a Markdown table (as in docs/algorithms.md)")
 def algos(markdown):
-    """List the algorithms, their hyperparameters (set with --hp NAME=VALUE) and references."""
+    """List the algorithms, their hyperparameters (set with --hp NAME=VALUE) and references.
+
+    \b
+    Example (the table of docs/algorithms.md):
+      stabkit algos --markdown
+    """
     if markdown:
         click.echo(_markdown())
         return

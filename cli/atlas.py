@@ -8,17 +8,21 @@ from pathlib import Path
 
 import click
 
+from stabkit.atlas.suites import SUITES
 from stabkit.errors import ConfigError
+from stabkit.sweep import EXECUTORS
+from stabkit_cli.help import Choice
 from stabkit_cli.sweep import Progress
 
 
 @click.command()
-@click.option("--suite", default="small", show_default=True,
+@click.option("--suite", type=Choice(tuple(SUITES)), default="small", show_default=True,
               help="small (this machine's CPU, minutes), paper (the papers' CIFAR-10/EMNIST presets, --data-dir; "
                    "for a GPU or a cluster) or ci (seconds)")
 @click.option("--algos", default=None, metavar="A,B,...",
               help="algorithms (built-in names, installed plug-ins, package.module:Class); default: all of them")
-@click.option("--out", default="atlas", show_default=True, help="atlas directory (page, tables, figures; sweep/)")
+@click.option("--out", default="atlas", show_default=True, help="output folder: the atlas (page, tables, figures; "
+                                                                 "sweep/)")
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
 @click.option("--perturbs", default=None, metavar="P,Q,...",
@@ -37,9 +41,9 @@ from stabkit_cli.sweep import Progress
                    "ties to the smaller; the page shows the tuned view first and the equal-rate view second. KEY "
                    "alone: the suite's default grid (small: lr 0.0125-0.2)")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
-@click.option("--executor", default="local", show_default=True, help="local or ray")
+@click.option("--executor", type=Choice(EXECUTORS), default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=None, type=int,
-              help="local executor: processes, one job each (default: one per CPU this process may use; every job "
+              help="local executor: parallel processes, one job each (default: one per CPU this process may use; every job "
                    "runs on one thread, so the numbers do not depend on it)")
 @click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
@@ -48,9 +52,15 @@ from stabkit_cli.sweep import Progress
               help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
                    "both trajectories, the gap, R_u - R_e) as TensorBoard events, one run folder per job: "
                    "DIR/sweep|topup|.../<job id> (needs the tensorboard extra)")
-@click.option("--quiet", is_flag=True, help="no progress lines")
+@click.option("--quiet", is_flag=True, help="no progress display (the line per finished job); the summary is still "
+                                         "printed")
 def atlas(out, executor, workers, address, quiet, **request):
-    """Measure every algorithm on a suite of tasks and write the stability atlas page."""
+    """Measure every algorithm on a suite of tasks and write the stability atlas page.
+
+    \b
+    Example (every algorithm on the small suite, tens of minutes on 2 cores; --dry-run projects the time):
+      stabkit atlas --suite small --workers 2 --out atlas
+    """
     if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s
         raise ConfigError(f"invalid ci_target={request['ci_target']!r}: --ci-target asks for a top-up that --no-top-up turns "
                           "off; give one of them")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from stabkit.errors import ConfigError
+from stabkit_cli.help import Choice
 
 FORMATS = ("table", "csv", "json")
 
@@ -93,14 +94,19 @@ def _run_and_label(arg: str) -> tuple:
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
 @click.option("--plot", is_flag=True, help="draw the figures (PNG and PDF)")
-@click.option("--out", default=None, help="figure directory (default: RUN/figures for one run, else ./bounds-figures)")
+@click.option("--out", default=None, help="output folder of the figures, with --plot (default: RUN/figures for one "
+                                          "run, else ./bounds-figures)")
 @click.option("--log", is_flag=True, help="log scale for the discrepancy panel")
-@click.option("--format", "fmt", default="table", help="table, csv or json")
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True,
+              help="printed output: a table, CSV or JSON")
 @click.option("--bootstrap", default=200, type=int, help="bootstrap resamples over pairs for the fit CIs")
 def bounds(runs, plot, out, log, fmt, bootstrap):
-    """Fit growth laws to measured discrepancy, evaluate the papers' bounds, and report how they compare."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
+    """Fit growth laws to measured discrepancy, evaluate the papers' bounds, and report how they compare.
+
+    \b
+    Example (the demo's two runs, as committed; add --plot for the figures):
+      stabkit bounds figures/demo/data/fedsagd figures/demo/data/fedavg
+    """
     if bootstrap < 0:
         raise ConfigError(f"invalid bootstrap={bootstrap}: a non-negative integer")
     for flag, given in (("--log", log), ("--out", out is not None)):
@@ -128,8 +134,6 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     if fmt == "table":
         click.echo("\n\n".join(_text(a) for a in analyses))
     elif fmt == "csv":
-        import pandas as pd
-
         click.echo(pd.DataFrame([_flat(a.summary_row()) for a in analyses]).to_csv(index=False), nl=False)
     else:
         payload = [{"summary": a.summary_row(), "bounds": a.bound_rows(),

@@ -26,10 +26,15 @@ from stabkit.errors import ConfigError
               help="fixed fraction of every client's training samples and of the test set")
 @click.option("--no-plane", is_flag=True, help="skip the model plane (it replays rounds 1..T for the client models)")
 @click.option("--label", "labels", multiple=True, help="label per run (default: its algorithm, else its folder)")
-@click.option("--out", default=None, help="output directory (default RUN/landscape/round_T; required for several runs)")
+@click.option("--out", default=None, help="output folder (default RUN/landscape/round_T; required for several runs)")
 @click.option("--plot", is_flag=True, help="draw the contour and surface figures (PNG + PDF)")
 def landscape(runs, labels, out, plot, round_, no_plane, **surface):
-    """Random-direction and model-plane loss surfaces of saved global models, and the paired slice."""
+    """Random-direction and model-plane loss surfaces of saved global models, and the paired slice.
+
+    \b
+    Example (the final models `stabkit pair` saves by default):
+      stabkit landscape runs/quick --points 11 --plot
+    """
     from stabkit.flatness.settings import LandscapeSettings, open_saved
     from stabkit.store.outdir import check_writable
 

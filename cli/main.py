@@ -16,11 +16,12 @@ import click
 import stabkit_cli
 from stabkit.engine import machine
 from stabkit.errors import ConfigError
+from stabkit_cli.help import Commands
 
 machine.apply()  # before any command imports torch (stabkit.engine.machine)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="stabkit")
 def cli():
     """Measure how stable federated-learning algorithms are, with paired trajectories."""

@@ -8,7 +8,12 @@ from stabkit.models.catalogue import CATALOGUE
 
 @click.command()
 def models():
-    """List the models (--model NAME) with their parameter counts."""
+    """List the models (--model NAME) with their parameter counts.
+
+    \b
+    Example:
+      stabkit models
+    """
     for name, info in CATALOGUE.items():
         label = info.reference[0]
         click.echo(f"{name:<12} {info.parameters:>11,d} parameters on {label:<26} {info.description}")

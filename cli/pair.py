@@ -18,6 +18,7 @@ from stabkit.config.presets import preset_reading, preset_values
 from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
+from stabkit_cli.help import Choice, Sectioned
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
 
@@ -46,7 +47,8 @@ def _options(f):
         if hint is bool:  # an on/off flag, e.g. --constants/--no-constants
             decls, kw = [f"--{name}/--no-{name}"], {"help": f"{text}  [default: {'on' if default else 'off'}]"}
         else:
-            decls, kw = [f"--{name}"], {"type": _click_type(hint), "show_default": default is not None, "help": text}
+            kind = Choice(field.metadata["choices"]) if field.metadata.get("choices") else _click_type(hint)
+            decls, kw = [f"--{name}"], {"type": kind, "show_default": default is not None, "help": text}
         if isinstance(default, tuple):
             default = ",".join(map(str, default))
         f = click.option(*decls, key, default=default, **kw)(f)
@@ -105,14 +107,34 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
     return RunConfig.from_dict(values)
 
 
-@click.command()
+# The sections of `stabkit pair --help` (parameter names as the command receives them; `stabkit audit` shares
+# them): an option in none is listed last under "Other options" (tests/cli/test_help.py wants none there).
+SECTIONS = [
+    ("Run: what is measured", ["algo", "hp_items", "task", "model", "hidden", "perturb", "client_mode", "pairs",
+                               "rounds", "seed", "preset", "config_path", "resume_dir", "estimate", "flwr_app"]),
+    ("Federation", ["clients", "heldout_clients", "participation", "clients_per_round", "partition",
+                    "dirichlet_alpha", "shards_per_client", "val_fraction", "data_seed"]),
+    ("Optimisation", ["local_steps", "batch_size", "lr", "global_lr", "lr_decay", "weight_decay",
+                      "weight_decay_placement", "clip", "ri_beta", "ri_aggregation", "augment", "init", "dtype",
+                      "device"]),
+    ("Privacy", ["wrap", "dp_noise"]),
+    ("Task data (synthetic, quadratic, npz, paper data sets)",
+     ["synthetic_alpha", "synthetic_beta", "dim", "classes", "samples_per_client", "quad_dim", "quad_condition",
+      "quad_heterogeneity", "quad_noise", "npz_path", "data_dir"]),
+    ("Measurement", ["eval_every", "eval_fraction", "local_rounds", "sharpness_rounds", "constants"]),
+    ("Output", ["out", "overwrite", "label", "checkpoint_every", "save_models", "tensorboard", "quiet", "verbose",
+                "help"]),
+]
+
+
+@click.command(cls=Sectioned, sections=SECTIONS)
 @_options
 @click.option("--hp", "hp_items", multiple=True, metavar="NAME=VALUE",
               help="algorithm hyperparameter (repeatable), e.g. --hp beta=0.9 --hp mu=0.01")
 @click.option("--config", "config_path", default=None, help="run config file (.yaml/.json); options override it")
 @click.option("--preset", default=None,
               help="a paper's settings as defaults (see `stabkit presets`); --config and options override it")
-@click.option("--out", default=None, help="run directory (default runs/<algo>-<perturb>-<task>-<time>)")
+@click.option("--out", default=None, help="output folder: the run directory (default runs/<algo>-<perturb>-<task>-<time>)")
 @click.option("--overwrite", is_flag=True, help="replace the run already in --out (by default it is refused)")
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR",
               help="continue the run in RUN_DIR from its checkpoint (with --rounds N: up to round N); "
@@ -124,7 +146,7 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
               help="also write the per-round scalars (D_t mean and per pair, train/test loss and accuracy of both "
                    "trajectories, the gap, R_u - R_e) as TensorBoard events to DIR/<run directory name> when the "
                    "run ends (needs the tensorboard extra)")
-@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--quiet", is_flag=True, help="no progress display (the progress bar); the summary is still printed")
 @click.option("--verbose", is_flag=True, help="also say which memory allocator policy the run uses")
 @click.option("--flwr-app", default=None, metavar="PACKAGE.MODULE:FUNCTION",
               help="measure a whole Flower app: FUNCTION() returns its ClientApp, strategy, initial arrays and "
@@ -134,7 +156,12 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
                                             "config.json; default: the algorithm and what differs between runs)")
 @click.pass_context
 def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
-    """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
+    """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round.
+
+    \b
+    Example (30 rounds of FedSAGD, 4 pairs, one client replaced in trajectory B):
+      stabkit pair --algo fedsagd --perturb client --rounds 30 --pairs 4 --out runs/quick
+    """
     out, overwrite, quiet, label, tensorboard, flwr_app, verbose = (
         params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app", "verbose"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}

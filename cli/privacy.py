@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from stabkit.errors import ConfigError
 from stabkit.store.runstore import FIGURES_DIR
+from stabkit_cli.help import Choice
 
 FORMATS = ("table", "json")
 
@@ -15,13 +15,17 @@ FORMATS = ("table", "json")
 @click.option("--audit", "audit_dir", default=None, metavar="AUDIT_DIR",
               help="a folder written by `stabkit audit` for this algorithm and schedule: its lower bound joins the "
                    "sandwich")
-@click.option("--format", "fmt", default="table", show_default=True, help="table or json (keys epsilon_accountant, "
-              "epsilon_measured, epsilon_audit_lower, delta, ...)")
+@click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True,
+              help="printed output: a table or JSON (keys epsilon_accountant, epsilon_measured, epsilon_audit_lower, "
+                   "delta, ...)")
 @click.option("--plot", is_flag=True, help="draw the sandwich to RUN/figures/privacy.png (and .pdf)")
 def privacy(run, delta, audit_dir, fmt, plot):
-    """Epsilon of a DP run: the accountant's, the one its measured sensitivities spent, and an audit's lower bound."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
+    """Epsilon of a DP run: the accountant's, the one its measured sensitivities spent, and an audit's lower bound.
+
+    \b
+    Example (a DP run and an audit of its schedule, as in docs/privacy.md):
+      stabkit privacy run --audit audit --plot
+    """
     from pathlib import Path
 
     from stabkit.privacy.report import plot_sandwich, privacy_report, report_text

@@ -25,9 +25,14 @@ DEFAULT_RADII = "0.01,0.05,0.1"
 @click.option("--tol", default=1e-3, show_default=True, help="Lanczos: relative residual of lambda_max ... lambda_5")
 @click.option("--fraction", default=1.0, show_default=True, help="fixed fraction of every client's samples")
 @click.option("--seed", default=0, show_default=True, help="seed of the Lanczos start, probes and directions")
-@click.option("--out", default=None, help="directory for the tables (default RUN)")
+@click.option("--out", default=None, help="output folder of the tables (default RUN)")
 def sharpness(run_dir, round_, radii, probes, directions, sam_steps, tol, fraction, seed, out):
-    """Hessian spectrum, trace, SAM and average-direction sharpness of saved global models."""
+    """Hessian spectrum, trace, SAM and average-direction sharpness of saved global models.
+
+    \b
+    Example (the final models `stabkit pair` saves by default):
+      stabkit sharpness runs/quick --probes 20
+    """
     from stabkit.errors import ConfigError
     from stabkit.flatness.settings import SharpnessSettings, open_saved
     from stabkit.store.fserrors import undone_on_fs_error

@@ -14,6 +14,8 @@ import yaml
 
 from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError
+from stabkit.sweep import EXECUTORS
+from stabkit_cli.help import Choice
 
 
 def _pairs(items, what):
@@ -90,12 +92,12 @@ class Progress:
 
 @click.command()
 @click.argument("spec", required=False)
-@click.option("--out", required=True, help="sweep directory (manifest.json, jobs/<id>/ run directories)")
+@click.option("--out", required=True, help="output folder: the sweep (manifest.json, jobs/<id>/ run directories)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="shorthand: base config value (repeatable)")
 @click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2", help="shorthand: product axis (repeatable)")
-@click.option("--executor", default="local", show_default=True, help="local or ray")
+@click.option("--executor", type=Choice(EXECUTORS), default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=1, show_default=True, type=int,
-              help="local executor: processes (1 = sequential, in this process)")
+              help="local executor: parallel processes, one job each (1 = sequential, in this process)")
 @click.option("--address", default=None, help="ray executor: HOST:PORT of a cluster, auto, or local (start one)")
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
@@ -103,10 +105,16 @@ class Progress:
               help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
                    "both trajectories, the gap, R_u - R_e) as TensorBoard events, one run folder per job: "
                    "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
-@click.option("--quiet", is_flag=True, help="no progress lines")
+@click.option("--quiet", is_flag=True, help="no progress display (the line per finished job); the summary is still "
+                                         "printed")
 @click.pass_context
 def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
-    """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
+    """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably.
+
+    \b
+    Example (FedAvg and FedSAGD, two seeds each, 30 rounds; `stabkit report runs/sweep` then compares them):
+      stabkit sweep --axis algo=fedavg,fedsagd --axis seed=0,1 --set rounds=30 --out runs/sweep
+    """
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
     if not spec and not axes:

@@ -1,4 +1,5 @@
-"""The optional extras: what not every user needs, installed as ``pip install "stabkit[NAME]"``.
+"""The optional extras: what not every user needs, installed from the checkout as stabkit itself is (README):
+``pip install -e ".[NAME]"``.
 
 One table says which import each extra brings and how to install it, so that every feature behind an extra
 refuses in the same one line (a :class:`~stabkit.errors.ConfigError`, exit status 2 on the command line) when
@@ -21,8 +22,8 @@ EXTRAS = {
 
 
 def install_command(extra: str) -> str:
-    """The command that installs ``extra``."""
-    return f'pip install "stabkit[{extra}]"'
+    """The command that installs ``extra`` (stabkit is installed from its source checkout, as the README says)."""
+    return f'pip install -e ".[{extra}]" (in the stabkit checkout)'
 
 
 def require_extra(extra: str) -> ModuleType:

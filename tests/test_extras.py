@@ -15,7 +15,7 @@ def test_a_missing_extra_is_one_line_naming_its_install_command(extra, monkeypat
         require_extra(extra)
     message = str(e.value)
     assert "\n" not in message
-    assert f'pip install "stabkit[{extra}]"' in message and repr(module) in message
+    assert f'pip install -e ".[{extra}]" (in the stabkit checkout)' in message and repr(module) in message
 
 
 @pytest.mark.parametrize("extra", sorted(EXTRAS))

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("stabkit", "stabkit.lazy", "stabkit.errors", "stabkit.extras"),  # the root: version, lazy exports, errors, extras
     ("stabkit.plugins",),
-    ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure
     ("stabkit.store",),  # file formats of a run directory
+    ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure (with its sidecar)
     ("stabkit.algorithms",),
     ("stabkit.privacy",),  # DP accounting, the audit's statistics, a DP run's privacy.json and report
     ("stabkit.config",),  # RunConfig, TaskOptions, presets

@@ -1,10 +1,10 @@
 """Figures of ``stabkit bounds --plot``: one consistent style, each saved as PNG and PDF.
 
 * ``discrepancy``: ||x_t - x'_t|| per run (mean over pairs, band = min..max over pairs) with the best
-  fitted growth law, and, in a second panel on a log scale, the instantiated bounds (the run's colour:
-  conditions hold; grey: conditions fail — drawn for reference, labelled as such), each with its own line
-  style and readable name (``Bound.title``); a bound equal to an earlier one is drawn as open markers
-  labelled ``= <that one>``; parts that could not be computed (a fit of a too-short run) are named under it;
+  fitted growth law; in a second panel on a log scale the measured curves and the bounds whose conditions
+  hold (the run's colour, each with its own line style and readable name, ``Bound.title``; equal bounds drawn
+  once under one name; at most six entries); in a third the bounds whose conditions fail, grey under one
+  legend line; parts that could not be computed (a fit of a too-short run) are named under it;
 * ``local``: local discrepancy (L1 estimator) vs local step k at the logged rounds, with the L1 bounds;
 * ``gap``: generalisation gap (test - train loss) and client-level gap (R_u - R_e) vs round;
 * ``libra``: Libra's excess-risk decomposition (Corollary 1 on measured curves) with T* marked, and the
@@ -33,43 +33,103 @@ def _note_missing(fig, analyses) -> None:
         fig.text(0.01, -0.02, "\n".join(lines), ha="left", va="top", fontsize=7, color="0.3")
 
 
-def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
-    sns.set_theme(**STYLE)
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.5))
-    low, high = np.inf, 0.0  # the bounds panel shows the measured curves and the valid bounds in full
-    for a, color in zip(analyses, colors(len(analyses))):
-        curves = a.curves()
-        t = np.arange(curves.shape[1])
-        ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label} (measured)")
-        ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
-        if a.fit is not None:
-            ax.plot(t, a.fit.fits[a.fit.best].predict(t), color=color, ls="--", lw=1, label=f"fit: {a.fit.best}")
+MAX_ENTRIES = 6  # labelled entries of the bounds panel: the measured curves and the valid bounds
+
+
+def _distinct(bounds: list) -> list:
+    """``(bound, label)`` per distinct curve: a bound equal at every round to an earlier one is drawn once, its
+    label naming both (``FedSAGD Table 1, theorem = corrected``)."""
+    same = coincident([b.values for b in bounds])
+    kept = {}
+    for i, (b, twin) in enumerate(zip(bounds, same)):
+        if twin is None:
+            kept[i] = [b, b.title]
         else:
-            ax.plot([], [], ls="none", label="fit: not made (too few rounds)")
-        axb.plot(t[1:], curves.mean(0)[1:], color=color, lw=2.2, label=f"{a.label} (measured)")
-        positive = curves.mean(0)[1:][curves.mean(0)[1:] > 0]
+            kept[twin][1] += f" = {b.form}" if b.source == bounds[twin].source else f" = {b.title}"
+    return list(kept.values())
+
+
+def _tightest(per_run: list, room: int) -> tuple:
+    """Each run's valid bounds, tightest (smallest final value) first, cut to the most per run that keeps the
+    panel within ``room`` entries (at least one each); also how many were left out."""
+    k = max(1, max((n for n in range(1, max(map(len, per_run), default=0) + 1)
+                    if sum(min(n, len(b)) for b in per_run) <= room), default=1))
+    ranked = [sorted(b, key=lambda e: np.nan_to_num(e[0].values[-1], nan=np.inf))[:k] for b in per_run]
+    return ranked, sum(len(b) for b in per_run) - sum(len(b) for b in ranked)
+
+
+def plot_discrepancy(analyses, out: Path, log: bool = False) -> list:
+    """Left: the measured distance with its fitted growth law. Middle: the measured distance against the
+    bounds whose conditions hold (the run's colour; equal bounds drawn once; at most :data:`MAX_ENTRIES`
+    entries, the tightest kept). Right, only where some exist: the bounds whose conditions fail, in grey under
+    one legend line (drawn for reference: they guarantee nothing for these runs)."""
+    sns.set_theme(**STYLE)
+    shown = [[b for b in a.global_bounds() if ".theta_t" not in b.name] for a in analyses]
+    failing = [[b for b in bs if not b.valid] for bs in shown]
+    panels = 3 if any(failing) else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 5.4), layout="constrained")
+    ax, axb = axes[0], axes[1]
+    valid, left_out = _tightest([_distinct([b for b in bs if b.valid]) for bs in shown],
+                                MAX_ENTRIES - len(analyses))
+    low, high = np.inf, 0.0  # the bounds panel shows the measured curves and the valid bounds in full
+    for a, color, own in zip(analyses, colors(len(analyses)), valid):
+        curves = _plot_measured(ax, a, color)
+        t, mean = np.arange(curves.shape[1]), curves.mean(0)
+        axb.plot(t[1:], mean[1:], color=color, lw=2.4, label=f"{a.label}: measured")
+        positive = mean[1:][mean[1:] > 0]
         low = min(low, positive.min() if len(positive) else np.inf)
-        shown = [b for b in a.global_bounds() if ".theta_t" not in b.name]
-        high = max([high, curves.max()] + [np.nanmax(b.values) for b in shown if b.valid])
-        same = coincident([b.values for b in shown])
-        for i, (b, twin) in enumerate(zip(shown, same)):
-            style = dict(color=color, lw=1.1, alpha=0.9) if b.valid else dict(color="0.55", lw=1, alpha=0.9)
-            style.update(BOUND_STYLES[i % len(BOUND_STYLES)])
-            tag = "" if b.valid else " (conditions fail)"
-            if twin is not None:  # drawn on top of an equal curve: open markers so both stay visible
-                style.update(ls="none", marker="o", mfc="none", ms=4, markevery=0.08)
-                tag += f" = {shown[twin].title}"
-            axb.plot(t[1:], b.values[1:], **style, label=f"{a.label}: {b.title}{tag}")
-    ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title="Global discrepancy (band: min–max over pairs)")
+        high = max([high, curves.max()] + [np.nanmax(b.values) for b, _ in own])
+        for i, (b, name) in enumerate(own):
+            axb.plot(t[1:], b.values[1:], color=color, lw=1.1, **BOUND_STYLES[i % len(BOUND_STYLES)],
+                     label=f"{a.label}, bound: {name}")
+    ylabel = "distance between the paired models $\\|x_t - x'_t\\|$"
+    ax.set(xlabel="round t", ylabel=ylabel, title="Measured distance and its fitted growth")
     if log:
         ax.set_yscale("log")
-    axb.set(xlabel="round t", ylabel="discrepancy / bound", yscale="log", title="Measured vs instantiated bounds")
+    axb.set(xlabel="round t", ylabel="distance and its upper bounds (log scale)", yscale="log",
+            title="Measured distance vs the bounds that apply")
     if np.isfinite(low) and high > 0:
         axb.set_ylim(low / 2, high * 20)
-    ax.legend(fontsize=7)
-    axb.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1), handlelength=3.5)
+    for axis in (ax, axb):  # below the panel: a legend covers no curve and widens no panel
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    if left_out:
+        axb.text(0.01, 0.99, f"+ {left_out} looser valid bounds (listed by `stabkit bounds`)",
+                 transform=axb.transAxes, ha="left", va="top", fontsize=7, color="0.3")
+    if any(failing):
+        _plot_failing(axes[2], analyses, failing)
     _note_missing(fig, analyses)
     return save(fig, out, "discrepancy")
+
+
+def _plot_measured(ax, a, color) -> np.ndarray:
+    """The run's measured distance (mean over pairs, band min..max) and its fitted growth law; its curves."""
+    curves = a.curves()
+    t = np.arange(curves.shape[1])
+    ax.plot(t, curves.mean(0), color=color, lw=2, label=f"{a.label}: measured (band: min–max over {len(curves)} pairs)")
+    ax.fill_between(t, curves.min(0), curves.max(0), color=color, alpha=0.2)
+    if a.fit is not None:
+        ax.plot(t, a.fit.fits[a.fit.best].predict(t), color=color, ls="--", lw=1,
+                label=f"{a.label}: fitted {a.fit.best} growth law")
+    else:
+        ax.plot([], [], ls="none", label=f"{a.label}: no growth law fitted (too few rounds)")
+    return curves
+
+
+def _plot_failing(ax, analyses, failing) -> None:
+    """The bounds whose conditions fail, grey, beside the measured curves (the runs' colours): one legend line."""
+    n = 0
+    for a, color, bounds in zip(analyses, colors(len(analyses)), failing):
+        mean = a.curves().mean(0)
+        t = np.arange(len(mean))
+        ax.plot(t[1:], mean[1:], color=color, lw=2.4, label="_measured")
+        for b in bounds:
+            ax.plot(t[1:], b.values[1:], color="0.6", lw=1, label="_failing")
+            n += 1
+    ax.plot([], [], color="0.6", lw=1, label=f"{n} bounds whose conditions fail for these runs: they guarantee "
+                                              f"nothing here\n(`stabkit bounds` names each and its failed conditions)")
+    ax.set(xlabel="round t", ylabel="distance (colour) and bounds (grey), log scale", yscale="log",
+           title="Bounds whose conditions fail (reference only)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
 
 
 def plot_local(analyses, out: Path) -> list:

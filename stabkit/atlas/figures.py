@@ -1,5 +1,5 @@
 """The atlas figures: discrepancy curves as small multiples (one panel per task x perturbation, one line
-per algorithm, named by its title, up to 25 distinct colour/style pairs), the stability-accuracy frontier
+per algorithm, named by its title, each with its own colour and marker), the stability-accuracy frontier
 per panel, the gap-vs-discrepancy scatter over all cells, and D_T against epsilon for the DP cells."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
     """Mean D_t per cell, one panel per table; a line per setting with a style shared by all panels."""
     sns.set_theme(**STYLE)
     names = list(dict.fromkeys(cells["name"]))
-    styles = dict(zip(names, line_styles(len(names))))
+    styles = dict(zip(names, line_styles(len(names), markevery=0.1)))
     panels = _panels(cells)
     fig, axes = _grid(len(panels), 2)
     for ax, ((task, perturb), g) in zip(axes, panels):
@@ -43,11 +43,11 @@ def draw_curves(cells: pd.DataFrame, out: Path, titles: dict) -> Path:
             if not isinstance(c, np.ndarray):
                 continue
             t = np.arange(len(c))
-            ax.plot(t[1:] if log else t, c[1:] if log else c, lw=1.4, **styles[row["name"]],
+            ax.plot(t[1:] if log else t, c[1:] if log else c, lw=1.4, ms=3.5, **styles[row["name"]],
                     alpha=1.0 if row["status"] == "ok" else 0.45)
         ax.set(title=f"{titles.get(task, task)}\n{perturb} perturbation", xlabel="round t",
                ylabel=r"$\|x_t - x'_t\|$", yscale="log" if log else "linear")
-    handles = [plt.Line2D([], [], lw=1.6, **styles[n]) for n in names]
+    handles = [plt.Line2D([], [], lw=1.6, ms=3.5, **styles[n]) for n in names]
     fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
                title="faded: no learning / diverged", title_fontsize=7)
     fig.tight_layout()
@@ -179,7 +179,7 @@ def draw_stability_accuracy(grid: pd.DataFrame, key: str, chosen: dict, out: Pat
         for name, points in g[g["status"] == "ok"].groupby("name", sort=False):
             p = points.sort_values(f"param.{key}")
             ax.errorbar(p[x_col], p["D_T"], xerr=p[f"{x_col}.hw"].fillna(0), yerr=p["D_T.hw"].fillna(0),
-                        marker="o", ms=3.5, capsize=2, lw=1.1, **styles[name])
+                        ms=4, capsize=2, lw=1.1, **styles[name])
             pick = p[[chosen.get((task, a)) == v for a, v in zip(p["algo"], p[f"param.{key}"])]]
             ax.plot(pick[x_col], pick["D_T"], "o", ms=9, mfc="none", mec=styles[name].get("color", "k"), mew=1.3)
         if "level" in g and np.isfinite(g["level"].iloc[0]):
@@ -188,7 +188,7 @@ def draw_stability_accuracy(grid: pd.DataFrame, key: str, chosen: dict, out: Pat
         ax.set_yscale("log")
         ax.set(title=f"{titles.get(task, task)}, {perturb}", ylabel=r"$D_T$ (± 95% CI)",
                xlabel="test loss (lower is better)" if regression else "test accuracy")
-    handles = [plt.Line2D([], [], lw=1.6, marker="o", ms=3.5, **styles[n]) for n in names]
+    handles = [plt.Line2D([], [], lw=1.6, ms=4, **styles[n]) for n in names]
     fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
                title=f"one point per {key}; ringed: tuned;\ndashed: matched level", title_fontsize=7)
     fig.tight_layout()

@@ -17,10 +17,11 @@ from dataclasses import field
 from stabkit.errors import require
 
 
-def option(default, help: str, cli_name: str | None = None):
+def option(default, help: str, cli_name: str | None = None, choices: tuple | None = None):
     """A configuration field that is also a ``stabkit pair`` option: its default and its ``--help`` text (the
-    CLI generates the option from this metadata; ``cli_name`` when the option is named differently)."""
-    return field(default=default, metadata={"help": help, "cli_name": cli_name})
+    CLI generates the option from this metadata; ``cli_name`` when the option is named differently; ``choices``
+    the fixed values it takes, the tuple its validation checks, shown in ``--help``)."""
+    return field(default=default, metadata={"help": help, "cli_name": cli_name, "choices": choices})
 
 
 _WHAT = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string",

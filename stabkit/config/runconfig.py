@@ -54,21 +54,25 @@ class RunConfig:
     """One paired experiment: algorithm, task, federation, optimisation and perturbation settings."""
 
     algo: str = option("fedavg", "algorithm (see `stabkit algos`), or a plug-in's import path package.module:Class")
-    hp: dict = field(default_factory=dict)  # algorithm hyperparameters as given (--hp NAME=VALUE)
+    hp: dict = field(default_factory=dict, metadata={  # algorithm hyperparameters as given (--hp NAME=VALUE)
+        "doc": "the algorithm's hyperparameters as given, NAME -> value (`stabkit algos` lists them)",
+        "option": "`--hp NAME=VALUE`"})
     task: str = option("digits", "digits (scikit-learn's bundled digits), synthetic (FedProx Synthetic(α,β)), "
                        "quadratic (least squares with known L, μ, σ_g), npz (your own file, --npz-path), or a "
                        "paper data set from --data-dir: cifar10, cifar100, mnist, fashion_mnist, emnist_l, "
                        "shakespeare, tinyimagenet; or a plug-in builder package.module:build "
                        "(TaskOptions -> stabkit.tasks.Task)")
-    task_options: TaskOptions = field(default_factory=TaskOptions)
+    task_options: TaskOptions = field(default_factory=TaskOptions, metadata={
+        "doc": "the task's options: clients, partition, data (TaskOptions)", "option": "its fields' options"})
     model: Optional[str] = option(None, "see `stabkit models` (default: the task's), or a plug-in factory "
                                   "package.module:factory (task -> torch.nn.Module)")
     hidden: int = option(64, "hidden width of the MLP")
     perturb: str = option("client", "what differs between the runs: client, sample (one training sample "
                           "replaced by a fresh draw from its client's distribution), remove-client (B trains "
                           "without one client: leave-one-out, the exact coupled retrain of unlearning), "
-                          "remove-sample (B's copy of one client lacks one sample) or none (null pair)")
-    client_mode: str = option("active", CLIENT_MODE_HELP)
+                          "remove-sample (B's copy of one client lacks one sample) or none (null pair)",
+                          choices=PERTURBATIONS)
+    client_mode: str = option("active", CLIENT_MODE_HELP, choices=CLIENT_MODES)
     pairs: int = option(8, "independent replicate pairs R (different perturbed clients/samples and seeds)")
     rounds: int = option(100, "communication rounds T")
     participation: float = option(0.25, "fraction of clients sampled per round, in (0, 1]")
@@ -82,17 +86,17 @@ class RunConfig:
     weight_decay_placement: str = option(
         "direction", "direction: y - lr (direction + wd y), wd y added to the algorithm's final local direction "
         "as torch.optim.SGD(weight_decay) in the papers' codes; gradient: wd y added to the loss gradient before "
-        "the algorithm mixes it (the FedSAGD paper's analysed reading)")
+        "the algorithm mixes it (the FedSAGD paper's analysed reading)", choices=WD_PLACEMENTS)
     clip: Optional[float] = option(None, "clip each minibatch gradient to this norm (default: no clipping)")
     ri_beta: float = option(0.0, "relaxed initialisation (FedInit's RI) for any algorithm: clients start at "
                             "x_t + β(x_t − their last local model); 0 = off")
     ri_aggregation: str = option("model_avg", "with RI: model_avg (FedInit paper) or delta_from_init "
-                                 "(reference code)")
+                                 "(reference code)", choices=RI_AGGREGATIONS)
     wrap: Optional[str] = option(None, WRAP_HELP)
     dp_noise: str = option("coupled", "a DP algorithm's noise: coupled (the same draw for both runs of a pair, so "
                            "D_T measures the algorithm) or independent (each run its own: the decoupled runs an "
-                           "audit needs)")
-    dtype: str = option("float32", "float32 or float64")
+                           "audit needs)", choices=DP_NOISE)
+    dtype: str = option("float32", "float32 or float64", choices=DTYPES)
     device: str = option("auto", "auto, cpu or cuda[:N]")
     init: str = option("default", "default, zeros, or a .pt/.pth/.npy file (state dict or flat vector) both "
                        "runs start from")
@@ -112,7 +116,8 @@ class RunConfig:
     constants: bool = option(True, "estimate the bounds' constants (L, σ_l², σ_g², G, …) after the run "
                              "(constants.json)")
     augment: str = option("none", "none, or crop_flip (random 4-pixel-padded crop + horizontal flip, drawn from "
-                          "the coupled streams so both runs augment alike; image tasks, minibatches only)")
+                          "the coupled streams so both runs augment alike; image tasks, minibatches only)",
+                          choices=AUGMENTATIONS)
     checkpoint_every: int = option(CHECKPOINT_EVERY, "rounds between checkpoints of the whole run state (and one "
                                    "after the last round), for --resume; 0 = none")
     store_updates: bool = option(False, "store trajectory A's client updates of every round under RUN/updates/ "

@@ -22,7 +22,8 @@ class TaskOptions:
     clients: int = option(20, "training clients M")
     heldout_clients: int = option(6, "held-out clients (half replace clients, half estimate the unseen-client "
                                      "risk)")
-    partition: str = option("dirichlet", "iid, dirichlet or shards (digits, npz-free tasks with pooled data)")
+    partition: str = option("dirichlet", "iid, dirichlet or shards (digits, npz-free tasks with pooled data)",
+                            choices=SCHEMES)
     dirichlet_alpha: float = option(0.3, "Dirichlet label-skew concentration α > 0")
     shards_per_client: int = option(2, "shards per client for --partition shards")
     val_fraction: float = option(0.2, "fraction of each client's samples held out for its validation split")

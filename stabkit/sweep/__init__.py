@@ -6,10 +6,11 @@ them.
 from stabkit.lazy import lazy_getattr
 
 REPORT_FORMATS = ("csv", "parquet")  # tidy-table formats of ``stabkit report`` (stabkit.sweep.report)
+EXECUTORS = ("local", "ray")  # where a sweep's jobs run (stabkit.sweep.executors); here, light for the CLI's choices
 
 _EXPORTS = {"make_executor": "stabkit.sweep.executors", "read_manifest": "stabkit.sweep.manifest",
             "run_sweep": "stabkit.sweep.runner", "Job": "stabkit.sweep.spec", "SweepSpec": "stabkit.sweep.spec",
             "load_spec": "stabkit.sweep.spec", "parse_spec": "stabkit.sweep.spec"}
-__all__ = ["REPORT_FORMATS", *sorted(_EXPORTS)]
+__all__ = ["EXECUTORS", "REPORT_FORMATS", *sorted(_EXPORTS)]
 
 __getattr__ = lazy_getattr(globals(), _EXPORTS)

@@ -21,9 +21,9 @@ from typing import Callable, Iterator
 
 from stabkit.engine import machine
 from stabkit.errors import ConfigError, require
+from stabkit.sweep import EXECUTORS
 from stabkit.sweep.job import execute_job
 
-EXECUTORS = ("local", "ray")
 CONNECT_TIMEOUT_S = 3.0  # a cluster address that does not answer within this is refused before the sweep starts
 
 

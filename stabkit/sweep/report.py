@@ -15,8 +15,8 @@ Writes to ``DIR/report/`` (or ``out``):
   round 0, is drawn as open markers labelled ``= <that one>``), and for every numeric swept axis
   ``vs_<axis>``: final discrepancy, fitted growth parameters (the saturating level only where that law is
   best) and Libra's excess risk against the axis (error bars: std over seeds and pairs, over seeds for the
-  fits). Legends read ``axis=value`` with ``default`` for an unset value; more than ten settings repeat the
-  colours with another line style.
+  fits). Legends read ``axis=value`` with ``default`` for an unset value; each setting has its own colour and
+  marker (``stabkit.plotting.line_styles``).
 
 The axis called ``seed`` is the replicate axis; every other axis defines the settings compared.
 """
@@ -32,7 +32,7 @@ from stabkit.analysis.run_analysis import analyze
 from stabkit.errors import ConfigError, require
 from stabkit.flatness.report import flatness_report
 from stabkit.flatness.runlog import final_sharpness
-from stabkit.plotting import STYLE, coincident, colors, line_styles, plt, save, sns
+from stabkit.plotting import STYLE, coincident, line_styles, plt, save, sns
 from stabkit.store.atomic import atomic_write_csv
 from stabkit.store.outdir import output_dir
 from stabkit.store.runstore import load_run
@@ -183,9 +183,9 @@ def _plot_discrepancy(name, analyses, labels, out) -> list:
     finals = [m[np.isfinite(m)][-1] for m, _ in stats.values()]
     log = min(finals) > 0 and max(finals) / min(finals) > 30  # curves orders of magnitude apart: log scale
     first = 1 if log else 0  # D_0 = 0 has no place on a log axis
-    for (label, (m, s)), style in zip(stats.items(), line_styles(len(stats))):
+    for (label, (m, s)), style in zip(stats.items(), line_styles(len(stats), markevery=0.1)):
         t = np.arange(len(m))[first:]
-        ax.plot(t, m[first:], lw=1.8, label=label, **style)
+        ax.plot(t, m[first:], lw=1.8, ms=4, label=label, **style)
         ax.fill_between(t, (m - s)[first:], (m + s)[first:], color=style["color"], alpha=0.15)
     ax.set(xlabel="round t", ylabel=r"$\|x_t - x'_t\|$", title=f"{name}: global discrepancy (±1 std, seeds × pairs)")
     if log:
@@ -200,19 +200,21 @@ def _plot_local(name, analyses, labels, out) -> list:
         return []
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     groups = _groups({j: labels[j] for j in with_local})
-    curves = []  # (label, colour, line style, k, mean, std)
-    for (label, members), color in zip(groups.items(), colors(len(groups))):
+    curves = []  # (label, style of the setting, line style of the round, k, mean, std)
+    for (label, members), style in zip(groups.items(), line_styles(len(groups))):
         local = pd.concat([with_local[j].local for j in members])
         for r, ls in zip(sorted(local["round"].unique()), ["-", "--", ":", "-."]):
             g = local[local["round"] == r].assign(l1=lambda d: (d["l1_a"] + d["l1_b"]) / 2).groupby("k")["l1"]
-            curves.append((f"{label}, round {r}", color, ls, g.mean().index.to_numpy(), g.mean().to_numpy(),
+            curves.append((f"{label}, round {r}", style, ls, g.mean().index.to_numpy(), g.mean().to_numpy(),
                            g.std().to_numpy()))
     same = coincident([np.concatenate([k, m]) for _, _, _, k, m, _ in curves])
-    for (label, color, ls, k, m, sd), twin in zip(curves, same):
+    for (label, style, ls, k, m, sd), twin in zip(curves, same):
+        color = style["color"]
         if twin is not None:  # equal to a curve drawn before (e.g. every setting at round 0): open markers on it
-            ax.plot(k, m, color=color, ls="none", marker="o", mfc="none", ms=6, label=f"{label} = {curves[twin][0]}")
+            ax.plot(k, m, color=color, ls="none", marker=style["marker"], mfc="none", ms=6,
+                    label=f"{label} = {curves[twin][0]}")
             continue
-        ax.plot(k, m, color=color, ls=ls, marker="o", ms=2.5, label=label)
+        ax.plot(k, m, color=color, ls=ls, marker=style["marker"], ms=3, label=label)
         ax.fill_between(k, m - sd, m + sd, color=color, alpha=0.12)
     ax.set(xlabel="local step k", ylabel="max distance between clients (L1)",
            title=f"{name}: local discrepancy (±1 std)")
@@ -235,7 +237,8 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
         ax.set(xlabel=axis, title=title)
         if col not in jobs or jobs[col].isna().all():
             ax.text(0.5, 0.5, "no job has this value", ha="center", va="center", transform=ax.transAxes, color="0.4")
-    for (key, g), color in zip(groups, colors(len(groups))):
+    for (key, g), style in zip(groups, line_styles(len(groups))):
+        color, marker = style["color"], style["marker"]
         label = _label(dict(zip(others, key if isinstance(key, tuple) else (key,))), others) if others else ""
         for ax, (col, title) in zip(axes, PANELS):
             if col not in g or g[col].isna().all():
@@ -246,7 +249,7 @@ def _plot_vs(name, axis, others, jobs, out) -> list:
                     lambda d: (d["D_T_std"] ** 2 + d["D_T"] ** 2).mean() - d["D_T"].mean() ** 2, include_groups=False)
                     .clip(lower=0))
             measured = f"{label} measured" if col == "excess_risk_T" else label
-            ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), color=color, marker="o", ms=4,
+            ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), color=color, marker=marker, ms=4,
                         capsize=3, label=measured.strip() or None)
             if col == "excess_risk_T" and "libra_bound_T" in g:
                 lb = g.groupby(axis)["libra_bound_T"].mean()

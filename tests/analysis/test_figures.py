@@ -53,19 +53,27 @@ def test_coincident_finds_equal_curves():
 
 def test_bounds_panel_styles_names_and_marks_equal_curves(analyses, captured):
     plots.plot_discrepancy(analyses, None)
-    panel = captured["discrepancy"].axes[1]
-    lines = [ln for ln in panel.get_lines() if "(measured)" not in ln.get_label()]
+    fig = captured["discrepancy"]
+    panel = fig.axes[1]
+    lines = [ln for ln in panel.get_lines() if ", bound: " in ln.get_label()]
     labels = [ln.get_label() for ln in lines]
     assert lines and not any(re.search(r"\w:\w|\[", lb) for lb in labels)  # no internal names like fedsagd:fedavg.paper
-    assert any(lb.startswith("fedsagd: FedSAGD Table 1, theorem") for lb in labels)
-    for run in ("fedsagd", "fedavg"):
-        own = [ln for ln in lines if ln.get_label().startswith(f"{run}: ")]
-        drawn = [ln for ln in own if ln.get_linestyle() != "None"]
+    assert any(lb.startswith("fedsagd, bound: FedSAGD Table 1, theorem") for lb in labels)
+    assert len(panel.get_legend().get_texts()) <= plots.MAX_ENTRIES
+    for a in analyses:
+        own = [ln for ln in lines if ln.get_label().startswith(f"{a.label}, bound: ")]
+        valid = [b for b in a.global_bounds() if b.valid and ".theta_t" not in b.name]
+        # each valid bound is drawn once: equal ones share a line whose label names them all
+        assert sum(ln.get_label().count(" = ") + 1 for ln in own) == len(valid)
         # get_linestyle() says "--" for every custom dash pattern: compare the pattern itself
-        assert len({(str(ln._unscaled_dash_pattern), ln.get_marker()) for ln in drawn}) == len(drawn)
-        for i, ln in enumerate(own):  # a curve equal to an earlier one says so in its label
-            equal = [o for o in own[:i] if np.allclose(o.get_ydata(), ln.get_ydata(), rtol=1e-6, atol=0)]
-            assert bool(equal) == (" = " in ln.get_label()), ln.get_label()
+        assert len({(str(ln._unscaled_dash_pattern), ln.get_marker()) for ln in own}) == len(own)
+        for i, ln in enumerate(own):
+            assert not any(np.allclose(o.get_ydata(), ln.get_ydata(), rtol=1e-6, atol=0) for o in own[:i])
+    failing = sum(not b.valid for a in analyses for b in a.global_bounds() if ".theta_t" not in b.name)
+    assert failing and len(fig.axes) == 3  # the failing bounds apart, grey, under one legend line
+    legend = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
+    assert len(legend) == 1 and legend[0].startswith(f"{failing} bounds whose conditions fail")
+    assert sum(ln.get_label() == "_failing" for ln in fig.axes[2].get_lines()) == failing
 
 
 def _overlap(a, b) -> bool:
@@ -96,3 +104,19 @@ def test_missing_fit_is_written_on_the_figure(analyses, captured):
         short.missing.pop("growth fit")
     texts = [t.get_text() for t in captured["discrepancy"].texts]
     assert any("fedsagd: growth fit not made: test" in t for t in texts)
+
+
+@pytest.mark.parametrize("n", [3, 24, 31])
+def test_every_series_has_its_own_colour_and_marker(n):
+    """The atlas draws 24 algorithms in one figure: no two may share a colour, and two shades of one hue never
+    share a marker (FedAvg, FedDyn and FOSM-EMA were three blues told apart by a dash pattern alone)."""
+    from stabkit.plotting import line_styles
+
+    styles = line_styles(n)
+    colours = [tuple(round(c, 3) for c in s["color"]) for s in styles]
+    assert len(set(colours)) == n
+    assert len({(c, s["marker"], s["ls"]) for c, s in zip(colours, styles)}) == n
+    if n <= 30:
+        for i in range(n):
+            same_hue = [j for j in range(n) if j % 10 == i % 10]
+            assert len({styles[j]["marker"] for j in same_hue}) == len(same_hue)

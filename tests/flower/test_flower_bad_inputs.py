@@ -49,7 +49,7 @@ def test_pair(tmp_path, capsys, monkeypatch, args, needle):
 
 def test_without_flower_installed_is_one_line_naming_the_install_command(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr", None)
-    check_refused(["pair", "--algo", "flwr:FedAvg", *BASE], 'pip install "stabkit[flower]"', tmp_path, capsys,
+    check_refused(["pair", "--algo", "flwr:FedAvg", *BASE], 'pip install -e ".[flower]"', tmp_path, capsys,
                   monkeypatch)
 
 

@@ -92,5 +92,5 @@ def test_a_missing_dp_accounting_names_its_install_command_before_anything_is_wr
     monkeypatch.setitem(sys.modules, "dp_accounting", None)
     out = tmp_path / "out"
     code, _, err = cli(["pair", *SMALL, "--algo", "dp_fedavg", "--out", str(out)], capsys)
-    assert code == 2 and 'pip install "stabkit[privacy]"' in err
+    assert code == 2 and 'pip install -e ".[privacy]"' in err
     assert not out.exists()

@@ -79,5 +79,5 @@ def test_without_the_extra_one_line_exit_2_nothing_written(tmp_path, capsys, mon
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # import tensorboard raises ImportError
     code, stdout, err = cli([*command, "--out", str(tmp_path / "out"), "--tensorboard", str(tmp_path / "tb")],
                             capsys)
-    assert code == 2 and 'pip install "stabkit[tensorboard]"' in err and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and 'pip install -e ".[tensorboard]"' in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "tb").exists() and stdout == ""

@@ -15,7 +15,7 @@ batched engine (FedAvg's local SGD; FedProx's proximal term when the strategy se
 * :mod:`.bridge` is the :class:`~stabkit.algorithms.base.Algorithm` that holds one strategy per trajectory
   of every pair and carries it through the rounds (and through checkpoints).
 
-Flower is an optional extra (``pip install "stabkit[flower]"``): nothing here imports it until a ``flwr:`` name
+Flower is an optional extra (``pip install -e ".[flower]"``): nothing here imports it until a ``flwr:`` name
 is resolved.
 """
 from __future__ import annotations
