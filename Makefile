@@ -35,10 +35,15 @@ demo: $(BASE)
 	$(VENV)/bin/stabkit pair --algo fedavg --perturb client --local-rounds 0,50 --out $(DEMO)/fedavg --overwrite
 	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --plot --out $(DEMO)/figures
 
+RUN_FILES := config.json constants.json metrics.csv local.csv summary.json
+
+# the demo's runs committed beside its figures (figures/README.md), the figures and fit table drawn from them
 figures: demo
-	mkdir -p figures/demo
-	cp $(DEMO)/figures/*.png figures/demo/
-	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --format table > figures/demo/fit_table.txt
+	for a in fedsagd fedavg; do mkdir -p figures/demo/data/$$a && \
+	  (cd $(DEMO)/$$a && cp $(RUN_FILES) $(CURDIR)/figures/demo/data/$$a/) || exit 1; done
+	$(VENV)/bin/stabkit bounds figures/demo/data/fedsagd figures/demo/data/fedavg --plot --out figures/demo
+	rm -f figures/demo/*.pdf
+	$(VENV)/bin/stabkit bounds figures/demo/data/fedsagd figures/demo/data/fedavg --format table > figures/demo/fit_table.txt
 
 test: $(FULL)
 	$(PY) -m pytest -q
@@ -53,12 +58,15 @@ clean:
 # Figure recipes (figures/recipes/*.yaml): run each sweep, report it, copy its PNGs to figures/recipes/<name>/.
 RECIPES := $(basename $(notdir $(wildcard figures/recipes/*.yaml)))
 
+# each recipe's sweep is committed in figures/recipes/<r>/data and its figures drawn from there (figures/README.md)
 recipes: $(BASE)
 	@for r in $(RECIPES); do \
 	  start=$$(date +%s); \
+	  rm -rf runs/recipes/$$r figures/recipes/$$r/data && \
 	  $(VENV)/bin/stabkit sweep figures/recipes/$$r.yaml --out runs/recipes/$$r --quiet && \
-	  $(VENV)/bin/stabkit report runs/recipes/$$r && \
-	  mkdir -p figures/recipes/$$r && cp runs/recipes/$$r/report/*.png figures/recipes/$$r/ && \
+	  $(PY) figures/commit_sweep.py runs/recipes/$$r figures/recipes/$$r/data && \
+	  $(VENV)/bin/stabkit report figures/recipes/$$r/data --bootstrap 0 --out figures/recipes/$$r && \
+	  rm -f figures/recipes/$$r/*.pdf && \
 	  echo "$$r: $$(( $$(date +%s) - start )) s" || exit 1; \
 	done
 	$(PY) figures/recipes/fedswa_flatness_landscape.py runs/recipes/fedswa_flatness_landscape

@@ -122,8 +122,8 @@ SECTIONS = [
      ["synthetic_alpha", "synthetic_beta", "dim", "classes", "samples_per_client", "quad_dim", "quad_condition",
       "quad_heterogeneity", "quad_noise", "npz_path", "data_dir"]),
     ("Measurement", ["eval_every", "eval_fraction", "local_rounds", "sharpness_rounds", "constants"]),
-    ("Output", ["out", "overwrite", "label", "checkpoint_every", "save_models", "tensorboard", "quiet", "verbose",
-                "help"]),
+    ("Output", ["out", "overwrite", "label", "checkpoint_every", "save_models", "store_updates", "tensorboard", "quiet",
+                "verbose", "help"]),
 ]
 
 

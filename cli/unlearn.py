@@ -11,6 +11,7 @@ import click
 from stabkit.algorithms.variant import hp_value
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import strict_json
+from stabkit_cli.help import Choice
 
 FORMATS = ("text", "json")
 
@@ -24,11 +25,15 @@ FORMATS = ("text", "json")
               "(gradient-ascent), --hp interval=2 --hp ratio=0.5 (federaser)")
 @click.option("--floor-seeds", type=int, default=None,
               help="retrains of B with fresh seeds for the retraining noise floor (each costs the run's training)")
-@click.option("--format", "fmt", default="text", show_default=True, help=f"{' or '.join(FORMATS)}")
+@click.option("--format", "fmt", type=Choice(FORMATS), default="text", show_default=True,
+              help="printed output: a table, or JSON for scripts")
 def unlearn(run_dir, method, hp_items, floor_seeds, fmt):
-    """Unlearn the removed client from A's final models and measure the distance to the exact retrain."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"invalid format={fmt!r}: one of {', '.join(FORMATS)}")
+    """Unlearn the removed client from A's final models and measure the distance to the exact retrain.
+
+    \b
+    Example (on a run made by `stabkit pair --perturb remove-client --store-updates --out loo`):
+      stabkit unlearn loo --method federaser --floor-seeds 4
+    """
     hp = {}
     for item in hp_items:
         name, sep, text = item.partition("=")
