@@ -142,6 +142,7 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     if plot:
         from stabkit.analysis.plots import plot_all
 
+        click.echo(f"figures: drawing into {target} ...", err=True)  # the stage after the tables (a few seconds)
         paths = plot_all(analyses, target, log=log)
         click.echo(f"figures: {', '.join(str(p) for p in paths if p.suffix == '.png')}", err=fmt != "table")
 
