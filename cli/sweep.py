@@ -88,6 +88,30 @@ class Progress:
                    f"{c['failed']} | {rec.get('wall_s', 0):.1f}s, ETA {eta:.0f}s] {line}")
 
 
+GPUS_HELP = ("GPUs each job holds: a fraction up to 1 packs jobs (0.25: four a GPU) or a whole number; default 1 for "
+             "device cuda, and for auto where the cluster or machine has GPUs; a device cpu job holds none")
+CPUS_HELP = "CPUs each job holds (its torch threads)"
+
+
+def resources(gpus_per_job, cpus_per_job):
+    """The ``--gpus-per-job`` / ``--cpus-per-job`` of a command, checked (before torch is imported)."""
+    from stabkit.sweep.placement import Resources
+
+    return Resources(gpus_per_job, cpus_per_job)
+
+
+def report_lost(ctx, manifest, out) -> None:
+    """Jobs lost with their node after their retries: said in one line; exit status 1 (a re-run runs them)."""
+    from stabkit.sweep.runner import lost_jobs
+
+    lost = lost_jobs(manifest)
+    if lost:
+        first = next(iter(lost.values()))
+        click.echo(f"{len(lost)} of {len(manifest.jobs)} jobs were lost with their node ({first}); run the same "
+                   f"command again to run them (the finished jobs are kept in {out})")
+        ctx.exit(1)
+
+
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--out", required=True, help="sweep directory (manifest.json, jobs/<id>/ run directories)")
@@ -97,6 +121,9 @@ class Progress:
 @click.option("--workers", default=1, show_default=True, type=int,
               help="local executor: processes (1 = sequential, in this process)")
 @click.option("--address", default=None, help="ray executor: HOST:PORT of a cluster, auto, or local (start one)")
+@click.option("--gpus-per-job", default=None, type=float, metavar="F",
+              help=GPUS_HELP)
+@click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
@@ -105,7 +132,7 @@ class Progress:
                    "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, **flags):
     """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
@@ -114,16 +141,18 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     from stabkit.store.runstore import require_out
 
     require_out(out)
+    res = resources(gpus_per_job, cpus_per_job)
     shorthand = None if spec else _shorthand(sets, axes)  # before torch is imported: a refusal well under 1 s
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
     from stabkit.sweep.tensorboard import with_tensorboard
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
-    manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
+    report_lost(ctx, manifest, out)
     errors = {job: rec["error"] for job, rec in manifest.jobs.items()
               if rec["state"] == "failed" and not str(rec.get("error")).startswith("diverged:")}
     if errors:  # a job that failed, not one that diverged: say which and why, even with --quiet

@@ -126,6 +126,7 @@ class AtlasPlan:
 def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -> AtlasPlan:
     """Check everything about ``req`` before anything runs or is written (one line for the first problem)."""
     from stabkit.sweep import parse_spec
+    from stabkit.sweep.placement import check_requests
     from stabkit.sweep.runner import check_job_data
 
     suite = scaled(get_suite(req.suite), req.seeds, req.pairs)
@@ -144,6 +145,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     spec = parse_spec(run_dict, source=f"suite {suite.name}")
     jobs = spec.jobs()
     _check_same_sweep(out, spec)
+    check_requests(jobs, executor.resources)
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
     for dropped, kept in folded:

@@ -310,6 +310,15 @@ SWEEP = [
     (["--address", "127.0.0.1:6379"], "invalid address='127.0.0.1:6379': only with --executor ray"),
     (["--out", "x" * 300], "has 300 bytes"),
     (["--axis", f"algo=fedavg,{PLUG}:PromotesToFloat64"], "dtype torch.float64, expected torch.float32"),
+    (["--gpus-per-job", "-0.5"], "invalid gpus_per_job=-0.5: a number >= 0"),
+    (["--gpus-per-job", "nan"], "invalid gpus_per_job=nan: a number >= 0"),
+    (["--gpus-per-job", "1.5"], "invalid gpus_per_job=1.5: a number >= 0: a fraction up to 1"),
+    (["--gpus-per-job", "0.5"], "invalid gpus_per_job=0.5: no node fits sweep job local_steps=1, which asks for "
+                                "0.5 GPU(s) and 1 CPU(s) (nodes: this machine: 0 GPU(s)"),  # this CPU machine
+    (["--cpus-per-job", "0"], "invalid cpus_per_job=0: a positive integer"),
+    (["--cpus-per-job", "64"], "invalid cpus_per_job=64: no node fits sweep job local_steps=1"),
+    (["--set", "device=cuda", "--gpus-per-job", "0"], "invalid gpus_per_job=0: sweep job local_steps=1 runs on "
+                                                      "device 'cuda', which needs a GPU"),
 ]
 
 
@@ -334,6 +343,8 @@ OTHER = [
                                                                       "a top-up that --no-top-up turns off"),
     (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
     (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
+    (["atlas", "--suite", "ci", "--gpus-per-job", "-1"], "invalid gpus_per_job=-1.0"),
+    (["atlas", "--suite", "ci", "--cpus-per-job", "0"], "invalid cpus_per_job=0"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
