@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stabkit-installed
 # the test tools and every optional extra, so that the whole suite runs (a user needs none of the extras)
-EXTRAS ?= test,flower,privacy,tensorboard,docs
+EXTRAS ?= test,flower,privacy,tensorboard,docs,ray
 
 .PHONY: demo test figures clean recipes atlas docs
 

@@ -10,6 +10,7 @@ import json
 import pickle
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -354,6 +355,14 @@ OTHER = [
 @pytest.mark.parametrize("args,needle", OTHER, ids=[" ".join(a) for a, _ in OTHER])
 def test_listing_commands(tmp_path, capsys, monkeypatch, args, needle):
     check_refused(args, needle, tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize("address", ["local", "auto", "127.0.0.1:6379"])
+def test_ray_executor_without_ray_names_the_extra(tmp_path, capsys, monkeypatch, address):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import of a None entry raises ImportError
+    check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", address],
+                  "sweeps and atlases on a Ray cluster (--executor ray) need the optional package 'ray', which is "
+                  'not installed: pip install "stabkit[ray]"', tmp_path, capsys, monkeypatch)
 
 
 def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
