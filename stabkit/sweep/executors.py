@@ -111,7 +111,9 @@ def _ray_job(config: dict, threads: int, holds_gpu: bool) -> dict:
 
     context = ray.get_runtime_context()
     ids = context.get_accelerator_ids().get("GPU", []) if holds_gpu else []
-    return execute_job(config, threads, [int(i) if str(i).isdigit() else i for i in ids], context.get_node_id())
+    attempt = ray._private.worker.global_worker.core_worker.get_current_task_attempt_number()  # 0: the first try
+    return execute_job(config, threads, [int(i) if str(i).isdigit() else i for i in ids],
+                       {"node_id": context.get_node_id(), "attempt": attempt})
 
 
 class RayExecutor:
@@ -151,12 +153,13 @@ class RayExecutor:
     def run(self, jobs: list, on_start: Callable) -> Iterator:
         import ray
 
-        task = ray.remote(_ray_job).options(max_retries=SYSTEM_RETRIES, retry_exceptions=False,
-                                            scheduling_strategy="SPREAD")
+        task = ray.remote(_ray_job)
         pending = {}
         for job in jobs:
             gpus, cpus = self._gpus[job.id], self.resources.cpus
-            pending[task.options(num_cpus=cpus, num_gpus=gpus).remote(job.config, cpus, gpus > 0)] = job.id
+            placed = task.options(num_cpus=cpus, num_gpus=gpus, max_retries=SYSTEM_RETRIES, retry_exceptions=False,
+                                  scheduling_strategy="SPREAD")
+            pending[placed.remote(job.config, cpus, gpus > 0)] = job.id
             on_start(job.id)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

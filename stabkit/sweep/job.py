@@ -10,6 +10,7 @@ gives identical metrics. Its ``config.json`` records where it ran (:mod:`stabkit
 from __future__ import annotations
 
 import json
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -19,11 +20,11 @@ JOB_THREADS = 1
 
 
 def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list] = None,
-                node_id: Optional[str] = None) -> dict:
+                node: Optional[dict] = None) -> dict:
     """Run one paired run on ``threads`` torch threads; return ``{"files", "summary", "error", "wall_s"}`` (error
     None if completed). ``gpu_ids``: the GPUs the job was given ([]: none, so ``device auto`` runs on the CPU;
-    None: whatever this process sees); ``node_id``: the Ray node it runs on (None: the local executor). A
-    failure on a Ray node names the node."""
+    None: whatever this process sees); ``node``: the Ray node it runs on and the attempt (``{"node_id",
+    "attempt"}``; None: the local executor). A failure on a Ray node names the node."""
     import torch  # on use (as the rest): the executors import this module, and a sweep refuses before torch
 
     from stabkit.config.runconfig import RunConfig
@@ -44,7 +45,7 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
             except (DiskFull, FileSystemRefused):  # every further job would fail alike: stop the sweep, one line
                 raise
             except Exception as e:  # a crashing job is recorded, not fatal to the sweep
-                where = f"on node {node_id}: " if node_id else ""
+                where = f"on node {node['node_id']} ({socket.gethostname()}): " if node else ""
                 return {"files": {}, "summary": None, "error": where + f"{type(e).__name__}: {e}".splitlines()[0],
                         "wall_s": time.perf_counter() - start}
             if summary["status"] == "interrupted":
@@ -54,7 +55,7 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
                      if p.is_file() and p.name != CHECKPOINT}
     finally:
         torch.set_num_threads(before)
-    files["config.json"] = _placed(files["config.json"], config, node_id, gpu_ids, began)
+    files["config.json"] = _placed(files["config.json"], config, node, gpu_ids, began)
     error = None
     if summary["status"] == "diverged":
         error = f"diverged: {summary['diverged_reason']} at round {summary['diverged_round']}"
@@ -64,7 +65,7 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
     return {"files": files, "summary": summary, "error": error, "wall_s": time.perf_counter() - start}
 
 
-def _placed(config_json: bytes, config: dict, node_id, gpu_ids, began: float) -> bytes:
+def _placed(config_json: bytes, config: dict, node, gpu_ids, began: float) -> bytes:
     """The run's ``config.json`` with the job's own device (a job that held no GPU ran ``auto`` as ``cpu``)
     and where it ran."""
     import torch
@@ -77,5 +78,5 @@ def _placed(config_json: bytes, config: dict, node_id, gpu_ids, began: float) ->
         device = torch.device(written["device_used"])
         gpu_ids = [device.index or 0] if device.type == "cuda" else []
     written.update(device=config.get("device", written["device"]),
-                   placement=record(node_id, gpu_ids, written["device_used"], began))
+                   placement=record(node, gpu_ids, written["device_used"], began))
     return (strict_json(written, indent=2, sort_keys=True) + "\n").encode()

@@ -7,10 +7,11 @@ whose device is ``auto`` holds one where the cluster or machine has GPUs and non
 cpu`` job never holds one. A job that holds no GPU runs on the CPU even with ``auto``: with Ray 2.60 a task
 that asks for no GPU still sees every GPU of its node, and every such job would otherwise pick ``cuda:0``.
 
-Each finished job's ``config.json`` records ``"placement": {"node_id", "host", "gpu_ids", "device", "start",
-"end"}``: the Ray node (None on the local executor), the machine's host name, the GPU ids it was given, the
-device it used, and when it started and ended there (seconds since the epoch; how many ran at once on a node
-is read from these).
+Each finished job's ``config.json`` records ``"placement": {"node_id", "attempt", "host", "gpu_ids", "device",
+"start", "end"}``: the Ray node (None on the local executor), which try it was (0: the first; 1 or more: run
+again after its node or worker died), the machine's host name, the GPU ids it was given, the device it used,
+and when it started and ended there (seconds since the epoch; how many ran at once on a node is read from
+these).
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def this_machine() -> Node:
     return Node("this machine", float(torch.cuda.device_count()), float(len(usable_cpus())))
 
 
-def record(node_id: Optional[str], gpu_ids: list, device: str, start: float) -> dict:
-    """The ``placement`` entry of a job's ``config.json``."""
-    return {"node_id": node_id, "host": socket.gethostname(), "gpu_ids": list(gpu_ids), "device": device,
-            "start": start, "end": time.time()}
+def record(node: Optional[dict], gpu_ids: list, device: str, start: float) -> dict:
+    """The ``placement`` entry of a job's ``config.json``; ``node``: ``{"node_id", "attempt"}`` on Ray."""
+    return {"node_id": None, "attempt": 0, **(node or {}), "host": socket.gethostname(), "gpu_ids": list(gpu_ids),
+            "device": device, "start": start, "end": time.time()}
