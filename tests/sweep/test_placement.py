@@ -85,3 +85,29 @@ def test_cpus_per_job_sets_the_jobs_torch_threads(tmp_path, monkeypatch):
         man = run_sweep(parse_spec(SPEC), tmp_path / str(cpus), make_executor("local", resources=Resources(cpus=cpus)))
         assert man.counts()["failed"] == 2
     assert seen == [1, 1, 2, 2]
+
+
+class LosesFirstJob(executors.LocalExecutor):
+    """The local executor, except that its first job is lost as a job is when its node dies for good."""
+
+    def run(self, jobs, on_start):
+        for k, (job_id, result) in enumerate(super().run(jobs, on_start)):
+            yield job_id, ({"files": {}, "summary": None, "wall_s": 0.0, "lost": True,
+                            "error": "lost after 2 retries: NodeDiedError: gone"} if k == 0 else result)
+
+
+def test_a_job_lost_with_its_node_is_left_for_the_rerun(tmp_path, capsys, monkeypatch):
+    from tests.helpers import cli
+
+    monkeypatch.setattr(executors, "LocalExecutor", LosesFirstJob)
+    args = ["sweep", "--out", str(tmp_path / "s"), "--axis", "seed=0,1", "--set", "task=quadratic", "--set",
+            "rounds=2", "--set", "quad_dim=4", "--quiet"]
+    code, out, err = cli(args, capsys)
+    assert code == 1 and "1 of 2 jobs were lost with their node (lost after 2 retries: NodeDiedError: gone); run " \
+                          "the same command again to run them" in out, (out, err)
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())["jobs"]
+    assert [r["state"] for r in manifest.values()] == ["pending", "done"]
+    monkeypatch.undo()
+    code, out, _ = cli(args, capsys)
+    assert code == 0 and "2 done, 0 failed of 2 jobs" in out
+    assert {r["state"] for r in json.loads((tmp_path / "s" / "manifest.json").read_text())["jobs"].values()} == {"done"}

@@ -35,6 +35,10 @@ class LoopbackCluster:
     def __init__(self, root: Path):
         self.root, self.data = root, root / "data"
         self.data.mkdir()
+        missing = [tool for tool in ("unshare", "nsenter", "ip") if shutil.which(tool) is None]
+        if missing:
+            pytest.skip(f"no network namespace can be made here: {', '.join(missing)} not installed (util-linux, "
+                        f"iproute2)")
         self.holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && echo up && exec sleep 3600"],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if self.holder.stdout.readline().strip() != "up":
