@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from stabkit.errors import ConfigError
-from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, Progress, resources
+from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, SHIP_HELP, Progress, resources
 
 
 @click.command()
@@ -41,6 +41,7 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, Progress, resources
 @click.option("--address", default=None, help="ray executor: HOST:PORT, auto, or local")
 @click.option("--gpus-per-job", default=None, type=float, metavar="F", help=GPUS_HELP)
 @click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
+@click.option("--ship-data", is_flag=True, help=SHIP_HELP)
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
@@ -49,7 +50,7 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, Progress, resources
                    "DIR/sweep|topup|.../<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, quiet, **request):
+def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship_data, quiet, **request):
     """Measure every algorithm on a suite of tasks and write the stability atlas page."""
     if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s
         raise ConfigError(f"invalid ci_target={request['ci_target']!r}: --ci-target asks for a top-up that --no-top-up turns "
@@ -63,7 +64,7 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, quie
     res = resources(gpus_per_job, cpus_per_job)
     check_writable(out)  # as the plan checks it, but before the imports below (pandas, scipy, matplotlib: ~1.5 s)
     workers = len(usable_cpus()) if workers is None else workers
-    runs_on = make_executor(executor, workers, address, res)  # a bad --address, refused as early
+    runs_on = make_executor(executor, workers, address, res, ship_data)  # a bad --address, refused as early
     from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: the page's libraries, torch
     from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.sweep.runner import has_finished_jobs

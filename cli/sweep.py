@@ -91,6 +91,8 @@ class Progress:
 GPUS_HELP = ("GPUs each job holds: a fraction up to 1 packs jobs (0.25: four a GPU) or a whole number; default 1 for "
              "device cuda, and for auto where the cluster or machine has GPUs; a device cpu job holds none")
 CPUS_HELP = "CPUs each job holds (its torch threads)"
+SHIP_HELP = ("ray executor: build each task here once and send its arrays through Ray's object store (for nodes "
+             "without the data files); refused above half the smallest node's object store")
 
 
 def resources(gpus_per_job, cpus_per_job):
@@ -124,6 +126,7 @@ def report_lost(ctx, manifest, out) -> None:
 @click.option("--gpus-per-job", default=None, type=float, metavar="F",
               help=GPUS_HELP)
 @click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
+@click.option("--ship-data", is_flag=True, help=SHIP_HELP)
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
@@ -132,7 +135,7 @@ def report_lost(ctx, manifest, out) -> None:
                    "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, **flags):
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, ship_data, **flags):
     """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
@@ -148,7 +151,7 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, 
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
-    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res), force=flags["force"],
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, ship_data), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")

@@ -13,7 +13,8 @@
   last ``ray start``) must accept connections, so a dead cluster is refused at once instead of being retried
   for minutes. A job that dies with its worker or node (a system failure) is retried on another node up to
   ``SYSTEM_RETRIES`` times; a job that raises is recorded failed, as on the local executor; a job still lost
-  after its retries is left pending, so that re-running the sweep runs it. Ray is imported only here.
+  after its retries is left pending, so that re-running the sweep runs it. With ``ship_data`` the jobs read
+  their task's arrays from Ray's object store (:mod:`stabkit.sweep.shipping`). Ray is imported only here.
 
 Both check, when the sweep starts and before anything is written (:meth:`session`), that every job fits on
 some node (:func:`stabkit.sweep.placement.plan_gpus`). ``on_start(job_id)`` is called when a job is handed to
@@ -105,30 +106,32 @@ def _pool_job(config: dict, threads: int, holds_gpu: bool) -> dict:
     return execute_job(config, threads, list(_WORKER_GPUS) if holds_gpu else [])
 
 
-def _ray_job(config: dict, threads: int, holds_gpu: bool) -> dict:
-    """A job in a Ray worker: the GPUs Ray gave it and the node it runs on."""
+def _ray_job(config: dict, threads: int, holds_gpu: bool, task=None) -> dict:
+    """A job in a Ray worker: the GPUs Ray gave it and the node it runs on; ``task``: its shipped task (Ray
+    passes the object itself), or None to build it from the node's data files."""
     import ray
 
     context = ray.get_runtime_context()
     ids = context.get_accelerator_ids().get("GPU", []) if holds_gpu else []
     attempt = ray._private.worker.global_worker.core_worker.get_current_task_attempt_number()  # 0: the first try
     return execute_job(config, threads, [int(i) if str(i).isdigit() else i for i in ids],
-                       {"node_id": context.get_node_id(), "attempt": attempt})
+                       {"node_id": context.get_node_id(), "attempt": attempt}, task)
 
 
 class RayExecutor:
     """Jobs as Ray tasks on a cluster reached by ``address`` (HOST:PORT, auto, or local)."""
 
-    def __init__(self, address: str, resources: Resources = Resources()):
+    def __init__(self, address: str, resources: Resources = Resources(), ship_data: bool = False):
         require(bool(address), "address", address, "HOST:PORT of a Ray cluster, auto, or local")
         require_extra("ray")
         if address == "auto":
             _check_reachable(_auto_address(), "auto")
         elif address != "local":
             _check_reachable(address)
-        self.address, self.resources = address, resources
+        self.address, self.resources, self.ship_data = address, resources, ship_data
         self.shares_files = address in ("auto", "local")  # a remote cluster may hold data we do not see
         self._gpus: dict = {}
+        self._shipped: dict = {}
 
     @contextmanager
     def session(self, jobs: list):
@@ -146,6 +149,11 @@ class RayExecutor:
             raise ConfigError(f"invalid address={self.address!r}: no Ray cluster there ({str(e).splitlines()[0]})") from None
         try:
             self._gpus = plan_gpus(jobs, self.resources, cluster_nodes())
+            if self.ship_data:
+                from stabkit.sweep.shipping import ship_tasks
+
+                stores = [n["Resources"].get("object_store_memory", 0.0) for n in ray.nodes() if n.get("Alive")]
+                self._shipped = ship_tasks(jobs, min(stores))
             yield self
         finally:
             ray.shutdown()
@@ -153,13 +161,16 @@ class RayExecutor:
     def run(self, jobs: list, on_start: Callable) -> Iterator:
         import ray
 
+        from stabkit.sweep.shipping import task_key
+
         task = ray.remote(_ray_job)
         pending = {}
         for job in jobs:
             gpus, cpus = self._gpus[job.id], self.resources.cpus
             placed = task.options(num_cpus=cpus, num_gpus=gpus, max_retries=SYSTEM_RETRIES, retry_exceptions=False,
                                   scheduling_strategy="SPREAD")
-            pending[placed.remote(job.config, cpus, gpus > 0)] = job.id
+            shipped = self._shipped.get(task_key(job.config)) if self._shipped else None
+            pending[placed.remote(job.config, cpus, gpus > 0, shipped)] = job.id
             on_start(job.id)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -237,12 +248,16 @@ def _speaks_grpc(host: str, port: int) -> bool:
     return len(head) == 9 and head[3] == 4
 
 
-def make_executor(name: str, workers: int = 1, address: str | None = None, resources: Resources = Resources()):
-    """The executor called ``name`` (``local`` or ``ray``), its jobs asking for ``resources``."""
+def make_executor(name: str, workers: int = 1, address: str | None = None, resources: Resources = Resources(),
+                  ship_data: bool = False):
+    """The executor called ``name`` (``local`` or ``ray``), its jobs asking for ``resources``; ``ship_data``:
+    the tasks' arrays sent through Ray's object store (:mod:`stabkit.sweep.shipping`)."""
     require(name in EXECUTORS, "executor", name, f"one of {', '.join(EXECUTORS)}")
     if name == "ray":
         require(address is not None, "address", address, "--address HOST:PORT, auto or local for --executor ray")
-        return RayExecutor(address, resources)
+        return RayExecutor(address, resources, ship_data)
+    require(not ship_data, "ship_data", ship_data, "only with --executor ray (it sends the data through Ray's "
+            "object store; the local executor reads the files itself)")
     require(address is None, "address", address, "only with --executor ray (the local executor runs jobs in "
             "processes of this machine); add --executor ray, or leave --address out")
     return LocalExecutor(workers, resources)

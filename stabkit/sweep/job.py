@@ -20,11 +20,12 @@ JOB_THREADS = 1
 
 
 def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list] = None,
-                node: Optional[dict] = None) -> dict:
+                node: Optional[dict] = None, task=None) -> dict:
     """Run one paired run on ``threads`` torch threads; return ``{"files", "summary", "error", "wall_s"}`` (error
     None if completed). ``gpu_ids``: the GPUs the job was given ([]: none, so ``device auto`` runs on the CPU;
     None: whatever this process sees); ``node``: the Ray node it runs on and the attempt (``{"node_id",
-    "attempt"}``; None: the local executor). A failure on a Ray node names the node."""
+    "attempt"}``; None: the local executor); ``task``: its task, built already (shipped by the driver), or
+    None to build it here. A failure on a Ray node names the node."""
     import torch  # on use (as the rest): the executors import this module, and a sweep refuses before torch
 
     from stabkit.config.runconfig import RunConfig
@@ -41,7 +42,7 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
         with tempfile.TemporaryDirectory(prefix="stabkit-job-") as tmp:
             try:
                 summary = run_pair(RunConfig.from_dict(dict(config, device="cpu") if held_none else config),
-                                   out=Path(tmp) / "run")
+                                   out=Path(tmp) / "run", task=task)
             except (DiskFull, FileSystemRefused):  # every further job would fail alike: stop the sweep, one line
                 raise
             except Exception as e:  # a crashing job is recorded, not fatal to the sweep

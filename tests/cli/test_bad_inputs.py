@@ -318,6 +318,7 @@ SWEEP = [
                                 "0.5 GPU(s) and 1 CPU(s) (nodes: this machine: 0 GPU(s)"),  # this CPU machine
     (["--cpus-per-job", "0"], "invalid cpus_per_job=0: a positive integer"),
     (["--cpus-per-job", "64"], "invalid cpus_per_job=64: no node fits sweep job local_steps=1"),
+    (["--ship-data"], "invalid ship_data=True: only with --executor ray"),
     (["--set", "device=cuda", "--gpus-per-job", "0"], "invalid gpus_per_job=0: sweep job local_steps=1 runs on "
                                                       "device 'cuda', which needs a GPU"),
 ]

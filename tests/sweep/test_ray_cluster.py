@@ -27,6 +27,7 @@ ADDRESS = f"127.0.0.1:{PORT}"
 TINY = ["--set", "task=quadratic", "--set", "pairs=2", "--set", "clients=4",
         "--set", "heldout_clients=2", "--set", "local_rounds=[]", "--set", "constants=false", "--quiet"]
 TIMEOUT_S = 300
+STORE = 100_000_000  # the fake-GPU node's object store (bytes): --ship-data refuses a task above half of it
 
 
 class LoopbackCluster:
@@ -107,7 +108,8 @@ def cluster():
                          "--include-dashboard=false")
         # while the cluster has no GPU node: a job that asks for cuda is refused before anything starts
         c.no_gpu_node = c.sweep(root / "cuda", "--axis", "seed=0,1", "--set", "device=cuda")
-        c.gpu = c.start("gpu", f"--address={ADDRESS}", "--num-cpus=6", "--num-gpus=2", hidden=c.data)
+        c.gpu = c.start("gpu", f"--address={ADDRESS}", "--num-cpus=6", "--num-gpus=2", f"--object-store-memory={STORE}",
+                        hidden=c.data)
         yield c
     finally:
         c.close()
@@ -185,15 +187,22 @@ def test_half_a_gpu_per_job_runs_at_most_four_jobs_on_two_gpus(cluster, tmp_path
     assert 2 <= at_once <= 4 and max(per_gpu) <= 2
 
 
-def test_a_job_missing_its_data_on_its_node_fails_naming_node_and_path(cluster, tmp_path):
+def npz_sweep(cluster, out: Path, name: str, *args: str, samples: int = 40, features: int = 3, ray: bool = True):
+    """A sweep of 6 jobs on the npz task whose file (6 clients, ``samples`` samples of ``features`` each) only
+    the head (and this driver) sees: the fake-GPU node has an empty folder there. ``(path, finished process)``."""
     rng = np.random.default_rng(0)
-    path = cluster.data / "clients.npz"  # seen by the head; the fake-GPU node has an empty folder there
-    np.savez(path, x=rng.normal(size=(240, 3)).astype(np.float32), y=rng.integers(0, 2, 240),
-             client=np.repeat(np.arange(6), 40))
-    done = cluster.stabkit("sweep", "--out", str(tmp_path / "s"), "--executor", "ray", "--address", ADDRESS,
-                           "--axis", "seed=0,1,2,3,4,5", "--set", "task=npz", "--set", f"npz_path={path}", "--set",
-                           "rounds=2", "--set", "pairs=2", "--set", "clients=4", "--set", "heldout_clients=2",
-                           "--set", "local_rounds=[]", "--set", "constants=false", "--set", "device=cpu", "--quiet")
+    path = cluster.data / name
+    np.savez(path, x=rng.normal(size=(6 * samples, features)).astype(np.float32),
+             y=rng.integers(0, 2, 6 * samples), client=np.repeat(np.arange(6), samples))
+    sets = ["task=npz", f"npz_path={path}", "rounds=2", "pairs=2", "clients=4", "heldout_clients=2", "local_rounds=[]",
+            "constants=false", "device=cpu"]
+    executor = ["--executor", "ray", "--address", ADDRESS] if ray else []
+    return path, cluster.stabkit("sweep", "--out", str(out), *executor, "--axis", "seed=0,1,2,3,4,5", "--quiet",
+                                 *(a for kv in sets for a in ("--set", kv)), *args)
+
+
+def test_a_job_missing_its_data_on_its_node_fails_naming_node_and_path(cluster, tmp_path):
+    path, done = npz_sweep(cluster, tmp_path / "s", "clients.npz")
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())["jobs"]
     failed = {j: r["error"] for j, r in manifest.items() if r["state"] == "failed"}
     done_jobs = [j for j, r in manifest.items() if r["state"] == "done"]
@@ -203,6 +212,23 @@ def test_a_job_missing_its_data_on_its_node_fails_naming_node_and_path(cluster, 
         assert why.startswith(f"on node {cluster.gpu} (") and str(path) in why and "\n" not in why, why
     last = done.stderr.strip().splitlines()[-1]  # (before it: the lines Ray itself prints as a driver connects)
     assert done.returncode == 2 and last.startswith("error: ") and f"on node {cluster.gpu}" in last
+
+
+def test_ship_data_sends_the_arrays_to_a_node_that_lacks_the_files(cluster, tmp_path):
+    _, done = npz_sweep(cluster, tmp_path / "s", "shipped.npz", "--ship-data")
+    assert done.returncode == 0 and "6 done, 0 failed of 6 jobs" in done.stdout, done.stderr[-3000:]
+    assert {p["node_id"] for p in placements(tmp_path / "s").values()} == {cluster.head, cluster.gpu}
+    _, local = npz_sweep(cluster, tmp_path / "local", "shipped.npz", ray=False)
+    assert local.returncode == 0
+    for job in placements(tmp_path / "s"):  # the same numbers as from the files
+        assert (tmp_path / "s" / "jobs" / job / "metrics.csv").read_bytes() == \
+            (tmp_path / "local" / "jobs" / job / "metrics.csv").read_bytes()
+    _, big = npz_sweep(cluster, tmp_path / "big", "big.npz", "--ship-data", samples=35_000, features=64)
+    last = big.stderr.strip().splitlines()[-1]  # 210,000 samples x (64 float32 + an int64 label): 55 MB
+    assert big.returncode == 2 and last.startswith("error: invalid ship_data=True: the arrays of task 'npz' (sweep job "
+                                                   "seed=0) are ") and "MiB, above 48 MiB (50% of the smallest " \
+                                                   "node's object store)" in last, big.stderr[-2000:]
+    assert not (tmp_path / "big").exists()
 
 
 def test_a_node_killed_mid_sweep_has_its_jobs_run_again_elsewhere(cluster, tmp_path):
