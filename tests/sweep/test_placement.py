@@ -76,7 +76,7 @@ def test_cpus_per_job_sets_the_jobs_torch_threads(tmp_path, monkeypatch):
 
     seen = []
 
-    def run_pair(cfg, out):
+    def run_pair(cfg, out, task=None):
         seen.append(torch.get_num_threads())
         raise RuntimeError("stop")
 
