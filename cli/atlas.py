@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from stabkit.errors import ConfigError
-from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, SHIP_HELP, Progress, resources
+from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, GPUS_PLAN_HELP, SHIP_HELP, Progress, check_gpus, resources
 
 
 @click.command()
@@ -43,6 +43,7 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, SHIP_HELP, Progress, resourc
 @click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
 @click.option("--ship-data", is_flag=True, help=SHIP_HELP)
 @click.option("--dry-run", is_flag=True, help="check everything and print the projected time; run nothing")
+@click.option("--gpus", default=None, type=int, metavar="N", help=GPUS_PLAN_HELP)
 @click.option("--no-projection", is_flag=True, help="skip the projected-time calibration")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
               help="also write each job's per-round scalars (D_t mean and per pair, train/test loss and accuracy of "
@@ -62,6 +63,7 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship
 
     require_out(out)
     res = resources(gpus_per_job, cpus_per_job)
+    check_gpus(request["gpus"])
     check_writable(out)  # as the plan checks it, but before the imports below (pandas, scipy, matplotlib: ~1.5 s)
     workers = len(usable_cpus()) if workers is None else workers
     runs_on = make_executor(executor, workers, address, res, ship_data)  # a bad --address, refused as early

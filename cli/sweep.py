@@ -13,7 +13,7 @@ import click
 import yaml
 
 from stabkit.algorithms.variant import split_names
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, require
 
 
 def _pairs(items, what):
@@ -91,6 +91,8 @@ class Progress:
 GPUS_HELP = ("GPUs each job holds: a fraction up to 1 packs jobs (0.25: four a GPU) or a whole number; default 1 for "
              "device cuda, and for auto where the cluster or machine has GPUs; a device cpu job holds none")
 CPUS_HELP = "CPUs each job holds (its torch threads)"
+GPUS_PLAN_HELP = ("also project the wall time on N GPUs, from GPU round timings in benchmarks/results_gpu*.json "
+                  "and results_cuda_*.json (printed with it)")
 SHIP_HELP = ("ray executor: build each task here once and send its arrays through Ray's object store (for nodes "
              "without the data files); refused above half the smallest node's object store")
 
@@ -100,6 +102,27 @@ def resources(gpus_per_job, cpus_per_job):
     from stabkit.sweep.placement import Resources
 
     return Resources(gpus_per_job, cpus_per_job)
+
+
+def check_gpus(gpus) -> None:
+    """``--gpus N`` of a projection: a positive integer."""
+    require(gpus is None or gpus >= 1, "gpus", gpus, "a positive number of GPUs to project onto")
+
+
+def estimate(sw, workers: int, gpus, gpus_per_job) -> None:
+    """``--estimate``: every job checked on its data, the sweep's projected time here (and on ``gpus`` GPUs)
+    printed from 2-round calibrations (:mod:`stabkit.atlas.estimate`); nothing is run or written."""
+    from stabkit.atlas.estimate import projected_seconds
+    from stabkit.atlas.gpuplan import projection_lines
+    from stabkit.sweep.runner import check_job_data
+
+    jobs = sw.jobs()
+    check_job_data(jobs)
+    est = projected_seconds(jobs, workers)
+    click.echo(f"sweep {sw.name}: {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min on {workers} worker(s) "
+               f"here (from 2-round calibrations per task and per algorithm; done jobs are skipped)")
+    for line in projection_lines(est, gpus, gpus_per_job) if gpus else []:
+        click.echo(line)
 
 
 def report_lost(ctx, manifest, out) -> None:
@@ -127,6 +150,9 @@ def report_lost(ctx, manifest, out) -> None:
               help=GPUS_HELP)
 @click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
 @click.option("--ship-data", is_flag=True, help=SHIP_HELP)
+@click.option("--estimate", is_flag=True, help="print the projected time (here, and with --gpus on N GPUs); run "
+              "nothing")
+@click.option("--gpus", default=None, type=int, metavar="N", help=GPUS_PLAN_HELP)
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
@@ -135,7 +161,8 @@ def report_lost(ctx, manifest, out) -> None:
                    "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, ship_data, **flags):
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, ship_data, gpus,
+          **flags):
     """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
@@ -145,11 +172,16 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, 
 
     require_out(out)
     res = resources(gpus_per_job, cpus_per_job)
+    check_gpus(gpus)
+    if gpus is not None and not flags["estimate"]:
+        raise ConfigError(f"invalid gpus={gpus}: --gpus projects a sweep's time; add --estimate")
     shorthand = None if spec else _shorthand(sets, axes)  # before torch is imported: a refusal well under 1 s
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
     from stabkit.sweep.tensorboard import with_tensorboard
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
+    if flags["estimate"]:
+        return estimate(sw, workers, gpus, gpus_per_job)
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
     manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, ship_data), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)

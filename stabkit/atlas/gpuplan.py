@@ -1,0 +1,111 @@
+"""Projected wall time of a sweep's jobs on N GPUs (``stabkit atlas --dry-run --gpus N``, ``stabkit sweep
+--estimate --gpus N``): the calibration on the machine at hand (:mod:`stabkit.atlas.estimate`) carried over to
+a GPU with the throughput figures the repository's GPU benchmarks measured (``benchmarks/results_gpu*.json``,
+``benchmarks/results_cuda_*.json``, written by ``benchmarks/gpu_probe.py`` and ``benchmarks/run.py`` on a GPU).
+
+For each job the benchmark row of the nearest model size (parameters d, on a log scale; at equal distance the
+row with more pairs) gives the GPU's seconds per round; they are scaled to the job's pairs, clients per round
+and local steps linearly (pessimistic for small models, whose GPU rounds are bound by kernel launches, not by
+arithmetic), times its rounds. The job's training *and* evaluation on the GPU take the calibrated time here
+divided by the speed-up that gives on training; its fixed cost (start-up, constants) stays as measured here.
+N GPUs holding ``gpus_per_job`` each run the jobs' sum divided by N (packing several jobs on one GPU hides
+launch latency but adds no arithmetic: not counted), and never less than the longest job. Reading the jobs for
+the page is added as measured here. A central estimate, not a bound; its sources are printed with it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Optional
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"  # a source checkout's benchmark results
+PATTERNS = ("results_gpu*.json", "results_cuda_*.json")
+
+
+def gpu_rows(folder: Path = BENCHMARKS) -> list:
+    """Every GPU round timing in the benchmark results under ``folder``: ``{"source", "machine", "what", "d",
+    "pairs", "clients", "steps", "round_s"}`` (none where the folder or the files are absent)."""
+    rows = []
+    for path in sorted({p for pattern in PATTERNS for p in folder.glob(pattern)}):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        machine = str(data.get("machine", "?")).split(",")[:3]
+        for result in data.get("results") or []:
+            if not isinstance(result, dict) or not result.get("d"):
+                continue
+            what = result.get("description") or result.get("workload", "?")
+            clients, steps = result.get("clients") or _read(what, r"s=(\d+)|(\d+) clients,"), \
+                result.get("K") or _read(what, r"K=(\d+)")
+            for row in result.get("rows") or [result]:
+                if clients and steps and row.get("round_s") and row.get("pairs"):
+                    rows.append({"source": f"benchmarks/{path.name}", "machine": ",".join(machine).strip(),
+                                 "what": f"{result.get('workload', '')} {what}".strip(), "d": int(result["d"]),
+                                 "pairs": int(row["pairs"]), "clients": int(clients), "steps": int(steps),
+                                 "round_s": float(row["round_s"])})
+    return rows
+
+
+def _read(text: str, pattern: str) -> Optional[int]:
+    match = re.search(pattern, text)
+    return int(next(g for g in match.groups() if g)) if match else None
+
+
+def nearest_row(d: int, pairs: int, rows: list) -> dict:
+    """The row of the model size nearest ``d`` (log scale), then of the pairs nearest ``pairs`` (more at a tie)."""
+    size = min(rows, key=lambda r: abs(math.log(r["d"] / d)))["d"]
+    same = [r for r in rows if r["d"] == size]
+    return min(same, key=lambda r: (abs(math.log(r["pairs"] / pairs)), -r["pairs"]))
+
+
+def gpu_round_seconds(job: dict, row: dict) -> float:
+    """A round of ``job`` (``pairs``, ``clients``, ``steps``) on the benchmark's GPU, scaled from ``row``."""
+    return row["round_s"] * (job["pairs"] / row["pairs"]) * (job["clients"] / row["clients"]) * \
+        (job["steps"] / row["steps"])
+
+
+def project_on_gpus(parts: list, reading_s: float, gpus: int, gpus_per_job: float, rows: list) -> dict:
+    """``{"total_s", "per_job_s", "rows": the benchmark rows used, "speedup": {d: training speed-up}}`` for the
+    jobs ``parts`` (from :func:`stabkit.atlas.estimate.projected_seconds`) on ``gpus`` GPUs."""
+    used, speedup, per_job = {}, {}, []
+    for job in parts:
+        row = nearest_row(job["d"], job["pairs"], rows)
+        used[(row["source"], row["what"], row["pairs"])] = row
+        gpu_train = gpu_round_seconds(job, row) * job["rounds"]
+        factor = job["train_s"] / gpu_train if gpu_train > 0 else 1.0
+        speedup.setdefault(job["d"], factor)
+        per_job.append(job["fixed_s"] + (job["compute_s"] - job["fixed_s"]) / max(factor, 1.0))
+    slots = max(1, gpus // gpus_per_job) if gpus_per_job >= 1 else gpus  # packing adds no arithmetic
+    compute = max(sum(per_job) / slots, max(per_job, default=0.0))
+    return {"total_s": compute + reading_s, "per_job_s": per_job, "rows": list(used.values()), "speedup": speedup}
+
+
+def describe(plan: dict, gpus: int, gpus_per_job: float) -> list:
+    """The lines printed with a GPU projection: the total and every figure it rests on."""
+    from stabkit.run.estimate import _duration
+
+    lines = [f"on {gpus} GPU(s) at {gpus_per_job:g} GPU per job: projected {_duration(plan['total_s'])} "
+             f"({_duration(sum(plan['per_job_s']))} of jobs in all; the longest "
+             f"{_duration(max(plan['per_job_s'], default=0))}), from these GPU round timings:"]
+    for row in plan["rows"]:
+        lines.append(f"  {row['source']} ({row['machine']}): {row['what']}, d = {row['d']:,}, {row['pairs']} "
+                     f"pair(s), {row['clients']} clients x {row['steps']} local steps: {row['round_s'] * 1e3:.2f} "
+                     f"ms a round")
+    lines.append("  training speed-up over this machine by model size: " + ", ".join(
+        f"d = {d:,}: {f:.3g}x" for d, f in sorted(plan["speedup"].items())))
+    return lines
+
+
+def projection_lines(est: dict, gpus: int, gpus_per_job: Optional[float], folder: Path = BENCHMARKS) -> list:
+    """The lines that project ``est`` (:func:`stabkit.atlas.estimate.projected_seconds`) onto ``gpus`` GPUs, or
+    the one line saying that no GPU figures were found."""
+    rows = gpu_rows(folder)
+    if not rows:
+        return [f"no GPU projection: no GPU benchmark results ({', '.join(PATTERNS)}) under {folder}"]
+    if any(math.isnan(p["compute_s"]) for p in est["parts"]):
+        return ["no GPU projection: a calibration here failed (see above)"]
+    share = 1.0 if gpus_per_job is None else gpus_per_job
+    return describe(project_on_gpus(est["parts"], est["reading_s"], gpus, share, rows), gpus, share)

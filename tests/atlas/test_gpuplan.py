@@ -1,0 +1,48 @@
+"""The projection onto N GPUs: the benchmark rows it reads (the repository's own GPU results), the row each
+job's model size picks, the arithmetic of the scaling, and the line printed where no figures exist."""
+import json
+import math
+
+import pytest
+
+from stabkit.atlas.gpuplan import BENCHMARKS, gpu_rows, nearest_row, project_on_gpus, projection_lines
+
+
+def test_rows_read_from_the_repositorys_gpu_results():
+    rows = gpu_rows()
+    if not (BENCHMARKS / "results_cuda_h100.json").is_file():
+        pytest.skip("no benchmarks/ folder beside the package (an installed copy)")
+    cnn = [r for r in rows if r["d"] == 797962]
+    # FedAvg CNN: benchmarks/run.py's W4 at 1 pair (s = 4, K = 2) and gpu_probe.py's at 8 pairs (4 clients, K = 2)
+    assert {(r["pairs"], r["clients"], r["steps"], round(r["round_s"], 6)) for r in cnn} >= {
+        (1, 4, 2, 0.008795), (8, 4, 2, 0.049959)}
+    assert nearest_row(797962, 4, rows)["pairs"] == 8  # equally far from 1 and 8 pairs: the larger
+    assert nearest_row(7850, 4, rows)["d"] == 4810  # EMNIST-L logistic: the digits MLP is the nearest size
+
+
+def test_scaling_arithmetic():
+    rows = [{"source": "b.json", "machine": "m", "what": "w", "d": 1000, "pairs": 2, "clients": 4, "steps": 5,
+             "round_s": 0.01}]
+    job = {"d": 1200, "pairs": 4, "clients": 8, "steps": 5, "rounds": 100, "compute_s": 410.0, "train_s": 400.0,
+           "fixed_s": 10.0}
+    plan = project_on_gpus([job] * 4, reading_s=3.0, gpus=2, gpus_per_job=1, rows=rows)
+    gpu_train = 0.01 * 2 * 2 * 100  # pairs x2, clients x2, 100 rounds: 4 s
+    per_job = 10.0 + 400.0 / (400.0 / gpu_train)  # the fixed cost stays, the rest sped up alike
+    assert plan["per_job_s"] == [pytest.approx(per_job)] * 4 and plan["speedup"] == {1200: pytest.approx(100.0)}
+    assert plan["total_s"] == pytest.approx(4 * per_job / 2 + 3.0)
+    half = project_on_gpus([job] * 4, 3.0, gpus=2, gpus_per_job=0.5, rows=rows)
+    assert half["total_s"] == plan["total_s"]  # packing adds no arithmetic
+    one = project_on_gpus([job], 3.0, gpus=8, gpus_per_job=1, rows=rows)
+    assert one["total_s"] == pytest.approx(per_job + 3.0)  # never less than the longest job
+
+
+def test_no_figures_no_projection(tmp_path):
+    est = {"parts": [], "reading_s": 0.0}
+    assert projection_lines(est, 8, None, folder=tmp_path) == [
+        f"no GPU projection: no GPU benchmark results (results_gpu*.json, results_cuda_*.json) under {tmp_path}"]
+    (tmp_path / "results_gpu_x.json").write_text(json.dumps({"machine": "GPU box", "results": [
+        {"d": 10, "workload": "W", "pairs": 1, "clients": 1, "K": 1, "round_s": 0.001}]}))
+    parts = [{"d": 10, "pairs": 1, "clients": 1, "steps": 1, "rounds": 10, "compute_s": math.nan, "train_s": 1.0,
+              "fixed_s": 0.0}]
+    assert projection_lines({"parts": parts, "reading_s": 0.0}, 8, None, folder=tmp_path) == [
+        "no GPU projection: a calibration here failed (see above)"]
