@@ -46,3 +46,17 @@ def test_no_figures_no_projection(tmp_path):
               "fixed_s": 0.0}]
     assert projection_lines({"parts": parts, "reading_s": 0.0}, 8, None, folder=tmp_path) == [
         "no GPU projection: a calibration here failed (see above)"]
+
+
+def test_sweep_estimate_projects_here_and_on_gpus_and_writes_nothing(tmp_path, capsys):
+    from tests.helpers import cli
+
+    code, out, err = cli(["sweep", "--out", str(tmp_path / "s"), "--axis", "seed=0,1", "--set", "task=quadratic",
+                          "--set", "rounds=40", "--set", "pairs=2", "--estimate", "--gpus", "8"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("sweep sweep: 2 jobs; projected "), (out, err)
+    if (BENCHMARKS / "results_cuda_h100.json").is_file():  # the quadratic (d = 10) takes W1's row (d = 610)
+        assert lines[1].startswith("on 8 GPU(s) at 1 GPU per job: projected ")
+        assert "benchmarks/results_cuda_h100.json" in lines[2] and "d = 610" in lines[2]
+        assert lines[-1].startswith("  training speed-up over this machine by model size: d = 10: ")
+    assert not (tmp_path / "s").exists()

@@ -319,6 +319,8 @@ SWEEP = [
     (["--cpus-per-job", "0"], "invalid cpus_per_job=0: a positive integer"),
     (["--cpus-per-job", "64"], "invalid cpus_per_job=64: no node fits sweep job local_steps=1"),
     (["--ship-data"], "invalid ship_data=True: only with --executor ray"),
+    (["--gpus", "8"], "invalid gpus=8: --gpus projects a sweep's time; add --estimate"),
+    (["--estimate", "--gpus", "0"], "invalid gpus=0: a positive number of GPUs"),
     (["--set", "device=cuda", "--gpus-per-job", "0"], "invalid gpus_per_job=0: sweep job local_steps=1 runs on "
                                                       "device 'cuda', which needs a GPU"),
 ]
@@ -347,6 +349,8 @@ OTHER = [
     (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
     (["atlas", "--suite", "ci", "--gpus-per-job", "-1"], "invalid gpus_per_job=-1.0"),
     (["atlas", "--suite", "ci", "--cpus-per-job", "0"], "invalid cpus_per_job=0"),
+    (["atlas", "--suite", "ci", "--dry-run", "--gpus", "-2"], "invalid gpus=-2: a positive number of GPUs"),
+    (["atlas", "--suite", "ci", "--ship-data"], "invalid ship_data=True: only with --executor ray"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
