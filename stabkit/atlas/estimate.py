@@ -81,10 +81,10 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
 
 def _part(cfg: dict, cal: dict | None, seconds: float, train_s: float) -> dict:
     """What a GPU projection needs of one job: its seconds here (all, training, fixed) and its shape."""
-    written = json.loads(cal["files"]["config.json"]) if cal else {}
+    written = json.loads(cal["files"].get("config.json", b"{}")) if cal else {}
     run = RunConfig.from_dict(cfg)
     return {"compute_s": seconds, "train_s": train_s, "fixed_s": _fixed_seconds(cal) if cal else math.nan,
-            "d": written.get("d", 1), "pairs": run.pairs, "clients": run.sampled_clients,
+            "d": written.get("d"), "pairs": run.pairs, "clients": run.sampled_clients,
             "steps": run.local_steps, "rounds": run.rounds}
 
 

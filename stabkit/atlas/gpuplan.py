@@ -105,7 +105,7 @@ def projection_lines(est: dict, gpus: int, gpus_per_job: Optional[float], folder
     rows = gpu_rows(folder)
     if not rows:
         return [f"no GPU projection: no GPU benchmark results ({', '.join(PATTERNS)}) under {folder}"]
-    if any(math.isnan(p["compute_s"]) for p in est["parts"]):
+    if any(math.isnan(p["compute_s"]) or not p["d"] for p in est["parts"]):
         return ["no GPU projection: a calibration here failed (see above)"]
     share = 1.0 if gpus_per_job is None else gpus_per_job
     return describe(project_on_gpus(est["parts"], est["reading_s"], gpus, share, rows), gpus, share)
