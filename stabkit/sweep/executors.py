@@ -95,7 +95,8 @@ def _start_worker(counter, share: float, gpus: int) -> None:
         counter.value += 1
     if share <= 0 or gpus <= 0:
         return
-    local = [k % gpus] if share <= 1 else list(range(k * int(share), (k + 1) * int(share)))
+    local = [k % gpus] if share <= 1 else [(k * int(share) + i) % gpus for i in range(int(share))]  # (a worker
+    # replaced after a crash takes the next number: modulo keeps it on the machine's GPUs)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     names = visible.split(",") if visible else [str(i) for i in range(gpus)]
     _WORKER_GPUS[:] = [int(n) if n.strip().isdigit() else n for n in (names[i] for i in local)]
