@@ -37,21 +37,22 @@ def gpu_rows(folder: Path = BENCHMARKS) -> list:
         for result in data.get("results") or []:
             if not isinstance(result, dict) or not result.get("d"):
                 continue
-            what = result.get("description") or result.get("workload", "?")
-            clients, steps = result.get("clients") or _read(what, r"s=(\d+)|(\d+) clients,"), \
-                result.get("K") or _read(what, r"K=(\d+)")
+            what = f"{result.get('workload', '')} {result.get('description', '')}".strip()
+            clients = result.get("clients") or _read(what, r"\bs=(\d+)") or _read(what, r"x (\d+) clients")
+            steps = result.get("K") or _read(what, r"\bK=(\d+)")
             for row in result.get("rows") or [result]:
                 if clients and steps and row.get("round_s") and row.get("pairs"):
                     rows.append({"source": f"benchmarks/{path.name}", "machine": ",".join(machine).strip(),
-                                 "what": f"{result.get('workload', '')} {what}".strip(), "d": int(result["d"]),
+                                 "what": what, "d": int(result["d"]),
                                  "pairs": int(row["pairs"]), "clients": int(clients), "steps": int(steps),
                                  "round_s": float(row["round_s"])})
     return rows
 
 
 def _read(text: str, pattern: str) -> Optional[int]:
+    """The integer ``pattern``'s group finds in a benchmark's description (``s=4``, ``K=2``), or None."""
     match = re.search(pattern, text)
-    return int(next(g for g in match.groups() if g)) if match else None
+    return int(match.group(1)) if match else None
 
 
 def nearest_row(d: int, pairs: int, rows: list) -> dict:
