@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.run import machine  # noqa: E402
+from stabkit.atlas.aliases import fold_aliases  # noqa: E402
 from stabkit.atlas.gpuplan import describe, gpu_rows, project_on_gpus  # noqa: E402
 from stabkit.atlas.runner import resolve_algos  # noqa: E402
 from stabkit.atlas.suites import get_suite, suite_spec_dict  # noqa: E402
@@ -54,7 +55,8 @@ def main(argv=None) -> dict:
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
     suite = get_suite("paper")
-    jobs = parse_spec(suite_spec_dict(suite, resolve_algos(None), args.data_dir)).jobs()
+    names, _ = fold_aliases(resolve_algos(None))  # as the atlas measures them: an alias once
+    jobs = parse_spec(suite_spec_dict(suite, names, args.data_dir)).jobs()
     settings: dict = {}
     for job in jobs:
         key = (job.config["task"], job.config["perturb"], job.config["pairs"])
