@@ -3,10 +3,9 @@
 a GPU with the throughput figures the repository's GPU benchmarks measured (``benchmarks/results_gpu*.json``,
 ``benchmarks/results_cuda_*.json``, written by ``benchmarks/gpu_probe.py`` and ``benchmarks/run.py`` on a GPU).
 
-For each job the benchmark row of the nearest model size (parameters d, on a log scale; at equal distance the
-row with more pairs) gives the GPU's seconds per round; they are scaled to the job's pairs, clients per round
-and local steps linearly (pessimistic for small models, whose GPU rounds are bound by kernel launches, not by
-arithmetic), times its rounds. The job's training *and* evaluation on the GPU take the calibrated time here
+For each job the benchmark rows of the nearest model size (parameters d, on a log scale) give the GPU's seconds
+per local step of pairs x clients models, interpolated to the job's (:func:`gpu_round_seconds`), times its
+local steps and rounds. The job's training *and* evaluation on the GPU take the calibrated time here
 divided by the speed-up that gives on training; its fixed cost (start-up, constants) stays as measured here.
 N GPUs holding ``gpus_per_job`` each run the jobs' sum divided by N (packing several jobs on one GPU hides
 launch latency but adds no arithmetic: not counted), and never less than the longest job. Reading the jobs for
@@ -55,17 +54,35 @@ def _read(text: str, pattern: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-def nearest_row(d: int, pairs: int, rows: list) -> dict:
-    """The row of the model size nearest ``d`` (log scale), then of the pairs nearest ``pairs`` (more at a tie)."""
+def rows_of_size(d: int, rows: list) -> list:
+    """The rows of the model size nearest ``d`` (log scale)."""
     size = min(rows, key=lambda r: abs(math.log(r["d"] / d)))["d"]
-    same = [r for r in rows if r["d"] == size]
-    return min(same, key=lambda r: (abs(math.log(r["pairs"] / pairs)), -r["pairs"]))
+    return [r for r in rows if r["d"] == size]
 
 
-def gpu_round_seconds(job: dict, row: dict) -> float:
-    """A round of ``job`` (``pairs``, ``clients``, ``steps``) on the benchmark's GPU, scaled from ``row``."""
-    return row["round_s"] * (job["pairs"] / row["pairs"]) * (job["clients"] / row["clients"]) * \
-        (job["steps"] / row["steps"])
+def gpu_round_seconds(job: dict, rows: list) -> tuple:
+    """``(seconds, rows used)``: a round of ``job`` (``pairs``, ``clients``, ``steps``) on the benchmark's GPU.
+
+    A local step of b = pairs x clients models takes, from the rows' steps (their round over their steps): between
+    two measured b, the log-log interpolation of the two (a GPU's step grows less than linearly with b); above the
+    largest, that row's time scaled linearly (pessimistic); below the smallest, that row's time (a smaller batch
+    is not assumed faster). The job's steps run one after another."""
+    points = sorted({(r["pairs"] * r["clients"], r["round_s"] / r["steps"]): r for r in rows}.items())
+    b = job["pairs"] * job["clients"]
+    below = [p for p in points if p[0][0] <= b]
+    above = [p for p in points if p[0][0] >= b]
+    if below and above:
+        (b0, t0), r0 = below[-1]
+        (b1, t1), r1 = above[0]
+        step = t0 if b1 == b0 else t0 * (b / b0) ** (math.log(t1 / t0) / math.log(b1 / b0))
+        used = [r0] if r0 is r1 else [r0, r1]
+    elif below:
+        (b0, t0), r0 = below[-1]
+        step, used = t0 * b / b0, [r0]
+    else:
+        (b1, t1), r1 = above[0]
+        step, used = t1, [r1]
+    return step * job["steps"], used
 
 
 def project_on_gpus(parts: list, reading_s: float, gpus: int, gpus_per_job: float, rows: list) -> dict:
@@ -73,9 +90,9 @@ def project_on_gpus(parts: list, reading_s: float, gpus: int, gpus_per_job: floa
     jobs ``parts`` (from :func:`stabkit.atlas.estimate.projected_seconds`) on ``gpus`` GPUs."""
     used, speedup, per_job = {}, {}, []
     for job in parts:
-        row = nearest_row(job["d"], job["pairs"], rows)
-        used[(row["source"], row["what"], row["pairs"])] = row
-        gpu_train = gpu_round_seconds(job, row) * job["rounds"]
+        round_s, by = gpu_round_seconds(job, rows_of_size(job["d"], rows))
+        used.update({(r["source"], r["what"], r["pairs"]): r for r in by})
+        gpu_train = round_s * job["rounds"]
         factor = job["train_s"] / gpu_train if gpu_train > 0 else 1.0
         speedup.setdefault(job["d"], factor)
         per_job.append(job["fixed_s"] + (job["compute_s"] - job["fixed_s"]) / max(factor, 1.0))

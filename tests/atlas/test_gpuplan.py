@@ -5,7 +5,14 @@ import math
 
 import pytest
 
-from stabkit.atlas.gpuplan import BENCHMARKS, gpu_rows, nearest_row, project_on_gpus, projection_lines
+from stabkit.atlas.gpuplan import (
+    BENCHMARKS,
+    gpu_round_seconds,
+    gpu_rows,
+    project_on_gpus,
+    projection_lines,
+    rows_of_size,
+)
 
 
 def test_rows_read_from_the_repositorys_gpu_results():
@@ -16,8 +23,18 @@ def test_rows_read_from_the_repositorys_gpu_results():
     # FedAvg CNN: benchmarks/run.py's W4 at 1 pair (s = 4, K = 2) and gpu_probe.py's at 8 pairs (4 clients, K = 2)
     assert {(r["pairs"], r["clients"], r["steps"], round(r["round_s"], 6)) for r in cnn} >= {
         (1, 4, 2, 0.008795), (8, 4, 2, 0.049959)}
-    assert nearest_row(797962, 4, rows)["pairs"] == 8  # equally far from 1 and 8 pairs: the larger
-    assert nearest_row(7850, 4, rows)["d"] == 4810  # EMNIST-L logistic: the digits MLP is the nearest size
+    assert {r["d"] for r in rows_of_size(7850, rows)} == {4810}  # EMNIST-L logistic: the digits MLP is nearest
+
+
+def test_a_step_is_interpolated_between_the_measured_batches():
+    rows = [{"source": "b", "machine": "m", "what": "w", "d": 5, "pairs": p, "clients": 4, "steps": 2,
+             "round_s": 2 * t} for p, t in ((1, 0.004), (8, 0.025))]  # a step of 4 and of 32 models
+    job = {"pairs": 4, "clients": 4, "steps": 25}  # 16 models a step: between them, log-log
+    seconds, used = gpu_round_seconds(job, rows)
+    exponent = math.log(0.025 / 0.004) / math.log(32 / 4)
+    assert seconds == pytest.approx(25 * 0.004 * 4 ** exponent) and len(used) == 2
+    assert gpu_round_seconds(dict(job, pairs=16), rows)[0] == pytest.approx(25 * 0.025 * 2)  # above: linear
+    assert gpu_round_seconds(dict(job, pairs=1, clients=1), rows)[0] == pytest.approx(25 * 0.004)  # below: floor
 
 
 def test_scaling_arithmetic():
@@ -26,7 +43,7 @@ def test_scaling_arithmetic():
     job = {"d": 1200, "pairs": 4, "clients": 8, "steps": 5, "rounds": 100, "compute_s": 410.0, "train_s": 400.0,
            "fixed_s": 10.0}
     plan = project_on_gpus([job] * 4, reading_s=3.0, gpus=2, gpus_per_job=1, rows=rows)
-    gpu_train = 0.01 * 2 * 2 * 100  # pairs x2, clients x2, 100 rounds: 4 s
+    gpu_train = 0.01 * 4 * 100  # 32 models a step, 4x the row's 8 (above it: linear), 100 rounds: 4 s
     per_job = 10.0 + 400.0 / (400.0 / gpu_train)  # the fixed cost stays, the rest sped up alike
     assert plan["per_job_s"] == [pytest.approx(per_job)] * 4 and plan["speedup"] == {1200: pytest.approx(100.0)}
     assert plan["total_s"] == pytest.approx(4 * per_job / 2 + 3.0)
