@@ -6,7 +6,8 @@ a GPU with the throughput figures the repository's GPU benchmarks measured (``be
 For each job the benchmark rows of the nearest model size (parameters d, on a log scale) give the GPU's seconds
 per local step of pairs x clients models, interpolated to the job's (:func:`gpu_round_seconds`), times its
 local steps and rounds. The job's training *and* evaluation on the GPU take the calibrated time here
-divided by the speed-up that gives on training; its fixed cost (start-up, constants) stays as measured here.
+divided by the speed-up that gives on training (never below 1: a job the GPU would not speed up keeps its time
+here); its fixed cost (start-up, constants) stays as measured here.
 N GPUs holding ``gpus_per_job`` each run the jobs' sum divided by N (packing several jobs on one GPU hides
 launch latency but adds no arithmetic: not counted), and never less than the longest job. Reading the jobs for
 the page is added as measured here. A central estimate, not a bound; its sources are printed with it.
