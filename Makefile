@@ -5,22 +5,32 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.stabkit-installed
-# the test tools and every optional extra, so that the whole suite runs (a user needs none of the extras)
+# `make demo` installs stabkit and what it requires; `make test` adds the test tools and every optional extra,
+# so that the whole suite runs (a user needs none of the extras)
+BASE := $(VENV)/.stabkit-base
+FULL := $(VENV)/.stabkit-full
 EXTRAS ?= test,flower,privacy,tensorboard,docs,ray
+# The index torch==2.13.0 comes from: empty is pip's default index, which serves the CPU build on the project's
+# machines but the CUDA build (GBs of nvidia-* wheels) on most other Linux machines; for the CPU-only build
+# there, `make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
+TORCH_INDEX ?=
 
 .PHONY: demo test figures clean recipes atlas docs
 
-$(STAMP): setup.cfg pyproject.toml
+$(BASE): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q -e .
+	touch $(BASE)
+
+$(FULL): $(BASE)
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	touch $(FULL)
 
 DEMO := runs/demo
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(VENV)/bin/stabkit pair --algo fedsagd --perturb client --local-rounds 0,50 --out $(DEMO)/fedsagd --overwrite
 	$(VENV)/bin/stabkit pair --algo fedavg --perturb client --local-rounds 0,50 --out $(DEMO)/fedavg --overwrite
 	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --plot --out $(DEMO)/figures
@@ -30,11 +40,11 @@ figures: demo
 	cp $(DEMO)/figures/*.png figures/demo/
 	$(VENV)/bin/stabkit bounds $(DEMO)/fedsagd $(DEMO)/fedavg --format table > figures/demo/fit_table.txt
 
-test: $(STAMP)
+test: $(FULL)
 	$(PY) -m pytest -q
 
 # The documentation site (mkdocs.yml, docs/): built strictly (a broken link or reference fails) into site/.
-docs: $(STAMP)
+docs: $(FULL)
 	$(PY) -m mkdocs build --strict --site-dir site
 
 clean:
@@ -43,7 +53,7 @@ clean:
 # Figure recipes (figures/recipes/*.yaml): run each sweep, report it, copy its PNGs to figures/recipes/<name>/.
 RECIPES := $(basename $(notdir $(wildcard figures/recipes/*.yaml)))
 
-recipes: $(STAMP)
+recipes: $(BASE)
 	@for r in $(RECIPES); do \
 	  start=$$(date +%s); \
 	  $(VENV)/bin/stabkit sweep figures/recipes/$$r.yaml --out runs/recipes/$$r --quiet && \
@@ -59,7 +69,7 @@ recipes: $(STAMP)
 ATLAS := runs/atlas
 ATLAS_ARGS ?=
 
-atlas: $(STAMP)
+atlas: $(BASE)
 	$(VENV)/bin/stabkit atlas --suite small --out $(ATLAS) --workers 2 $(ATLAS_ARGS)
 	mkdir -p figures/atlas
 	cp $(ATLAS)/figures/*.png $(ATLAS)/summary.md $(ATLAS)/cells.md $(ATLAS)/link.json figures/atlas/

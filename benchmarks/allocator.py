@@ -9,7 +9,7 @@ repetition to the next), so a load from the machine's other users falls on every
 
 * ``stabkit``: the default: glibc serves every block from its heap (``mallopt(M_MMAP_MAX, 0)``) and keeps
   freed memory for reuse, ``malloc_trim(0)`` when the rounds end;
-* ``mmap``: ``STABKIT_CPU_CACHE_MB=0``: blocks of 32 MiB and more are glibc's fresh mmaps, unmapped on free;
+* ``mmap``: ``STABKIT_HEAP_KEEP_MB=0``: blocks of 32 MiB and more are glibc's fresh mmaps, unmapped on free;
 * ``jemalloc``, ``tcmalloc``: Debian's ``libjemalloc2`` / ``libtcmalloc-minimal4`` through ``LD_PRELOAD``
   (``apt-get install libjemalloc2 libtcmalloc-minimal4``).
 
@@ -42,10 +42,10 @@ WORKLOADS = ("W5", "topup")
 def policy_env(policy: str) -> dict:
     """The environment of a trial under ``policy``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k not in ("LD_PRELOAD",
-                                                                                              "STABKIT_CPU_CACHE_MB")}
+                                                                                              "STABKIT_HEAP_KEEP_MB")}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     if policy == "mmap":
-        env["STABKIT_CPU_CACHE_MB"] = "0"
+        env["STABKIT_HEAP_KEEP_MB"] = "0"
     if policy in PRELOAD:
         env["LD_PRELOAD"] = str(PRELOAD[policy])
     return env
@@ -156,7 +156,7 @@ def reuse_probe(processes: int) -> dict:
     added = []
     for _ in range(processes):
         out = subprocess.run([sys.executable, "-c", REUSE_PROBE], capture_output=True, text=True, cwd=ROOT,
-                             env={**os.environ, "STABKIT_CPU_CACHE_MB": "1000"}, check=True).stdout
+                             env={**os.environ, "STABKIT_HEAP_KEEP_MB": "1000"}, check=True).stdout
         added.append(int(out.split()[-1]))
     reused = sum(a < 8 for a in added)
     print(f"reuse probe: {reused} of {processes} processes took the block from kept memory "

@@ -12,6 +12,10 @@ engine's choice (8 MiB), one thread: digits MLP at 245 pairs, one batch 3.5-5.5 
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import resource
 import sys

@@ -11,6 +11,10 @@ checked against a tight reference run (tol 1e-6). Results: ``benchmarks/results_
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import os

@@ -12,6 +12,10 @@ one ``aggregate_train`` in numpy, and the copies between torch and numpy. Usage:
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import sys

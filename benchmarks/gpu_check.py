@@ -15,6 +15,10 @@ Prints, and writes to ``$OUT/gpu_check.json`` (else ``benchmarks/results_gpu_che
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import os

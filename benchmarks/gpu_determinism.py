@@ -9,6 +9,10 @@ repeated alone.
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import os
 import sys
 from pathlib import Path

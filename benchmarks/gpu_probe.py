@@ -19,6 +19,10 @@ Writes ``$OUT/gpu_probe.json`` when ``OUT`` is set, else ``benchmarks/results_gp
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import os

@@ -13,6 +13,10 @@ round's all-data evaluation likewise), a checkpoint of the run's state directly,
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import os
 import sys

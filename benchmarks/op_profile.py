@@ -12,6 +12,10 @@ docs/performance.md are measured at.
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import sys
 from pathlib import Path

@@ -12,6 +12,10 @@ some workloads replaces theirs and keeps the others').
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import sys

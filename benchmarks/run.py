@@ -19,6 +19,10 @@ writes JSON. Not part of the test suite (a tiny ``--scale`` smoke run is).
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import platform

@@ -11,6 +11,10 @@ Usage:
 """
 from __future__ import annotations
 
+from stabkit.engine import machine
+
+machine.apply()  # a benchmark is an entry point: the machine policy before torch, as the stabkit command applies it
+
 import argparse
 import json
 import multiprocessing

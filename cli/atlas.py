@@ -21,6 +21,9 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, GPUS_PLAN_HELP, SHIP_HELP, P
 @click.option("--out", default="atlas", show_default=True, help="atlas directory (page, tables, figures; sweep/)")
 @click.option("--seeds", default=None, type=int, help="replicate seeds per cell (default: the suite's)")
 @click.option("--pairs", default=None, type=int, help="pairs in every job (default: the suite's, per task)")
+@click.option("--perturbs", default=None, metavar="P,Q,...",
+              help="perturbation columns (default: the suite's client,sample), e.g. client,sample,remove-client "
+                   "adds the leave-one-out column")
 @click.option("--ci-target", default=None, type=float, metavar="H",
               help="then give every ranked cell whose 95% half-width of D_T exceeds H x its mean the pairs its "
                    "spread asks for (e.g. 0.1 for +-10%; up to three more resumable sweeps, OUT/topup, "

@@ -14,10 +14,10 @@ import sys
 import click
 
 import stabkit_cli
-from stabkit.engine.alloc import apply_at_start
+from stabkit.engine import machine
 from stabkit.errors import ConfigError
 
-apply_at_start()  # before any command imports torch (stabkit.engine.alloc)
+machine.apply()  # before any command imports torch (stabkit.engine.machine)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

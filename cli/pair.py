@@ -125,6 +125,7 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
                    "trajectories, the gap, R_u - R_e) as TensorBoard events to DIR/<run directory name> when the "
                    "run ends (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--verbose", is_flag=True, help="also say which memory allocator policy the run uses")
 @click.option("--flwr-app", default=None, metavar="PACKAGE.MODULE:FUNCTION",
               help="measure a whole Flower app: FUNCTION() returns its ClientApp, strategy, initial arrays and "
                    "partition counts (docs/flower.md); uses --seed, --pairs, --rounds, --clients-per-round and "
@@ -134,8 +135,8 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
 @click.pass_context
 def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     """Run paired trajectories on neighbouring federations and log ||x_t - x'_t|| every round."""
-    out, overwrite, quiet, label, tensorboard, flwr_app = (
-        params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app"))
+    out, overwrite, quiet, label, tensorboard, flwr_app, verbose = (
+        params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app", "verbose"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
         from stabkit_cli.flwr_app import pair_flower_app
@@ -169,23 +170,25 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         resolve_hp(cfg.algo, cfg.hp)
         out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
         require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
-    summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label)
+    summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label, verbose)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     _exit_status(ctx, summary, out_dir)
 
 
-def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label) -> tuple:
+def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool) -> tuple:
     """Build the run of ``cfg``, run it into ``out_dir`` (None: the default one), or resume it from
     ``checkpoint`` (``read_checkpoint``'s, None for a new run), and print its summary (a DP run's epsilons
-    too); ``(summary, run directory)``."""
+    too) with a time line of the whole process; ``(summary, run directory)``."""
     from stabkit.privacy.runfile import summary_line
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
+    from stabkit.run.uptime import process_seconds
     from stabkit.store.summary import format_summary
 
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
-    summary = _run_with_progress(run, out_dir, checkpoint, quiet, overwrite, label)
-    click.echo(format_summary(summary))
+    startup_s = process_seconds()  # the interpreter, imports, task, model and engine: all before round 1
+    summary = _run_with_progress(run, out_dir, checkpoint, quiet, overwrite, label, verbose)
+    click.echo(format_summary(summary, startup_s, process_seconds()))
     line = summary_line(out_dir)  # a DP run's epsilons
     if line:
         click.echo(line)
@@ -207,8 +210,9 @@ def _checked_out_dir(out, overwrite: bool, save_models):
     return out_dir
 
 
-def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: bool, label) -> dict:
-    """Run ``run`` into ``out_dir`` (or resume it from ``checkpoint``) under a progress bar; its summary."""
+def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool) -> dict:
+    """Run ``run`` into ``out_dir`` (or resume it from ``checkpoint``) under a progress bar that names each
+    phase after the rounds (``constants``); its summary."""
     resume = checkpoint is not None
     if resume:
         from stabkit.run.resume_check import checked_checkpoint
@@ -217,13 +221,17 @@ def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: b
     from stabkit.engine.alloc import policy
 
     click.echo(run.describe_evaluation())
-    click.echo(policy())  # which allocator the run uses, once
+    if verbose:
+        click.echo(policy())  # which allocator the run uses (also recorded in config.json)
     from tqdm import tqdm
 
     cfg = run.cfg
-    with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True,
-              desc=f"{cfg.algo} {cfg.perturb}") as bar:
+    desc = f"{cfg.algo} {cfg.perturb}"
+    with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True, desc=desc) as bar:
         def progress(t, stats):
+            if "stage" in stats:  # a phase after the rounds: the bar says what it is waiting for
+                bar.set_description_str(f"{desc}: {stats['stage']}")
+                return
             bar.update(t - bar.n)
             bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from stabkit.errors import ConfigError
+from stabkit.store.runstore import FIGURES_DIR
 
 FORMATS = ("table", "json")
 
@@ -29,7 +30,7 @@ def privacy(run, delta, audit_dir, fmt, plot):
     report = privacy_report(run, delta, audit_dir)
     click.echo(strict_json(report, indent=2) if fmt == "json" else report_text(report))
     if plot:
-        paths = plot_sandwich(report, Path(run) / "figures")
+        paths = plot_sandwich(report, Path(run) / FIGURES_DIR)
         click.echo(f"figure: {paths[0]}", err=fmt == "json")
 
 

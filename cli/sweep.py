@@ -161,8 +161,7 @@ def report_lost(ctx, manifest, out) -> None:
                    "DIR/<sweep directory>/<job id> (needs the tensorboard extra)")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 @click.pass_context
-def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, cpus_per_job, ship_data, gpus,
-          **flags):
+def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     """Run a grid of paired runs (algorithms x hyperparameters x perturbations x seeds), resumably."""
     if spec and (sets or axes):
         raise ConfigError("invalid spec: give a spec file or --set/--axis shorthand, not both")
@@ -171,7 +170,7 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, 
     from stabkit.store.runstore import require_out
 
     require_out(out)
-    res = resources(gpus_per_job, cpus_per_job)
+    res, gpus = resources(flags["gpus_per_job"], flags["cpus_per_job"]), flags["gpus"]
     check_gpus(gpus)
     if gpus is not None and not flags["estimate"]:
         raise ConfigError(f"invalid gpus={gpus}: --gpus projects a sweep's time; add --estimate")
@@ -181,9 +180,9 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, gpus_per_job, 
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     if flags["estimate"]:
-        return estimate(sw, workers, gpus, gpus_per_job)
+        return estimate(sw, workers, gpus, res.gpus)
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
-    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, ship_data), force=flags["force"],
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, flags["ship_data"]), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")

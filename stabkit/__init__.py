@@ -6,13 +6,10 @@ Python API: ``RunConfig`` + ``run_pair`` run a paired experiment and write a run
 The names are imported on first use (PEP 562), so ``import stabkit.errors`` or a light command
 (``stabkit --help``, ``stabkit algos``) does not pay for torch and pandas.
 """
-import os
-
 from stabkit.lazy import lazy_getattr
 
-# Large CPU tensors in transparent huge pages (torch reads this at its first allocation of 2 MB or more, so it
-# is set before any; a value the user set stands): see stabkit.engine.alloc.
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+# Importing stabkit changes no environment variable or process-wide setting: the machine policy (huge pages,
+# the allocator) is applied by the command line and sweep workers, or by a library user (stabkit.engine.machine).
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """Plug-ins: algorithms, models, tasks and bounds that live outside the stabkit package.
 
 A plug-in is named in one of two ways wherever a built-in name is accepted (``--algo``, ``--model``,
-``--task``, a sweep spec, ``RunConfig``):
+``--task``, ``stabkit unlearn --method``, a sweep spec, ``RunConfig``):
 
 * an **import path** ``package.module:attribute`` (the current directory is importable, as for
   ``python -m``), e.g. ``--algo myalgo:FedYogi`` next to ``myalgo.py``;
@@ -26,7 +26,7 @@ from importlib import metadata
 from stabkit.errors import ConfigError
 
 GROUPS = {"algo": "stabkit.algorithms", "model": "stabkit.models", "task": "stabkit.tasks",
-          "bound": "stabkit.bounds"}
+          "bound": "stabkit.bounds", "unlearn": "stabkit.unlearning"}
 
 
 def is_import_path(name) -> bool:

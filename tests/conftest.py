@@ -11,6 +11,9 @@ from typing import NamedTuple
 
 import pytest
 
+from stabkit.engine import machine
+
+machine.apply()  # the test session is an entry point, as the stabkit command is (stabkit.engine.machine)
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fedyogi"
 

@@ -27,7 +27,7 @@ LAYERS = [
     ("stabkit.analysis",),
     ("stabkit.flatness",),
     ("stabkit.run",),
-    ("stabkit.sweep", "stabkit.testing", "stabkit.fixtures"),
+    ("stabkit.sweep", "stabkit.testing", "stabkit.fixtures", "stabkit.unlearn"),
     ("stabkit.atlas",),  # suites of sweeps and their page
     ("stabkit_cli",),
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 STABKIT = Path(__file__).resolve().parents[1] / "stabkit"
-ROOMS = ["analysis", "atlas", "config", "engine", "flatness", "models", "run", "store", "sweep", "testing"]
+ROOMS = ["analysis", "atlas", "config", "engine", "flatness", "models", "run", "store", "sweep", "testing", "unlearn"]
 FILE_ACCESS = re.compile(r"\bopen\(|\.read_text\(|\.write_text\(|\.read_bytes\(|\.write_bytes\(|torch\.save\(|"
                          r"torch\.load\(|np\.load\(|np\.save\(|\.mkdir\(|subprocess\.")
 

@@ -112,7 +112,8 @@ class RoundContext:
     lr_sum: float  # sum(lrs), K * lr for a constant lr: turns a model difference into gradient units
     global_lr: float
     local_steps: int  # K
-    num_clients: int  # M, training population size
+    num_clients: Any  # M, training population size; [1, 2, 1] tensor (M, M - 1) where run B's federation is
+    # smaller (remove-client), so a rule that scales by s / M reads each trajectory's own population
     sampled: int  # s, clients per round
     full_grad_fn: Callable  # z -> raw gradient of each client's full local loss at z (counted)
     process: Callable  # (g, y) -> g as the engine treats every gradient (clipped; + wd y under placement gradient)
@@ -171,6 +172,7 @@ class Algorithm:
     server_state: tuple | Given = ()
     client_state: tuple | Given = ()
     local_state: tuple | Given = ()
+    needs: ClassVar[frozenset] = frozenset()  # what this class asks of the engine (see :meth:`requires`)
 
     def __init__(self, params: Optional[HParams] = None):
         self.p = params if params is not None else self.params_cls()
@@ -226,6 +228,12 @@ class Algorithm:
         """``(x_{t+1}, new_server_state)`` from the combined uploads (:meth:`combine`: the means)."""
         return server_step(ctx, means["delta"]), {}
 
+    def requires(self) -> frozenset:
+        """What the algorithm, with every algorithm it wraps, asks of the engine beyond its hooks: the engine
+        asks this rather than looking for a class. :data:`CLIENT_SENSITIVITIES`: each round's per-client
+        sensitivity of the uploads (a DP run's measured epsilon)."""
+        return self.needs
+
     def host_state(self):
         """State the algorithm keeps outside the engine's tensors (Python objects, e.g. Flower strategies),
         for the checkpoint; None when it keeps none. Raises a ConfigError when it cannot be saved."""
@@ -236,6 +244,7 @@ class Algorithm:
 
 
 STATES = ("server_state", "client_state", "local_state")
+CLIENT_SENSITIVITIES = "client_sensitivities"  # a capability an algorithm may require (Algorithm.requires)
 
 
 class Wrapper(Algorithm):
@@ -268,6 +277,9 @@ class Wrapper(Algorithm):
             self.name = f"{self.inner.name}+{self.tag}"
             self.title = f"{self.inner.title} + {self.tag_title}"
             self.reference = self.inner.reference
+
+    def requires(self) -> frozenset:
+        return self.needs | self.inner.requires()
 
     def make_inner(self) -> Algorithm:
         """The wrapped algorithm of a named wrapper when none is given: ``inner_cls()`` by default

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from stabkit.algorithms.base import Algorithm, HParams, Wrapper, hp
+from stabkit.algorithms.base import CLIENT_SENSITIVITIES, Algorithm, HParams, Wrapper, hp
 from stabkit.algorithms.fedavg import FedAvg
 from stabkit.errors import ConfigError
 
@@ -45,6 +45,7 @@ class DP(Wrapper):
 
     params_cls = DPParams
     tag, tag_title = "dp", "DP"
+    needs = frozenset({CLIENT_SENSITIVITIES})  # measured every round for the run's privacy.json
 
     def __init__(self, inner=None, params=None):
         super().__init__(inner, params)

@@ -10,9 +10,10 @@ and two momentum synchronisations (``momentum_sync``): ``reset`` (m = 0 at the s
 analysis' m_0 = 0, the code's FedLNAG*; 1x communication) or ``average`` (m starts at u_t, the server
 average of the clients' final momenta of the previous round, u_0 = 0; 2x communication, Table 1).
 Server: x_{t+1} = x_t + eta mean_i (y_K - x_t). Defaults: the analysed form (damped, reset, y - beta m).
-The pytorch form's effective step is about eta_l/(1-beta) (the likely cause of claim C5). beta = 0 is
-FedAvg bit for bit in every form. Each reading is a named entry of a table (``MOMENTUM_FORMS``, ``SYNCS``,
-``LOOKAHEADS``), the paper's analysed one first, so the hooks read no flags.
+The pytorch form's effective step is about eta_l/(1-beta) (the likely cause of FedLNAG's largest discrepancy in
+the FedSAGD paper's Figures 1 and 2). beta = 0 is FedAvg bit for bit in every form. Each reading is a named entry
+of a table (``MOMENTUM_FORMS``, ``SYNCS``, ``LOOKAHEADS``), the paper's analysed one first, so the hooks read no
+flags.
 """
 from dataclasses import dataclass
 

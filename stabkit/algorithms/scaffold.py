@@ -9,7 +9,7 @@ State: server control variate c, client control variates c_i (all zero at t = 0)
     server: x_{t+1} = x_t + eta mean_i d_i
             c <- c + (s/M) mean_i dc_i                                          (N = M, the population)
 
-Guarded against the field's bugs (DESIGN.md): the c_i+ denominator is the lr sum of the K local steps
+Guarded against mistakes seen in public implementations: the c_i+ denominator is the lr sum of the K local steps
 actually taken (not a size-derived count), clients upload dc_i (not c_i), c is scaled by s/M (not by the
 sampled count), and the correction enters as -c_i + c. x_t - y_K is measured from the start point of local
 training (x_t unless relaxed initialisation shifts it). At t = 0 all corrections are zero and the round

@@ -94,6 +94,7 @@ class AtlasRequest:
     data_dir: Optional[str] = None
     seeds: Optional[int] = None
     pairs: Optional[int] = None
+    perturbs: Optional[str] = None  # the perturbation columns (comma-separated; None: the suite's)
     command: str = ""
     dry_run: bool = False
     project: bool = True
@@ -130,7 +131,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     from stabkit.sweep.placement import check_requests
     from stabkit.sweep.runner import check_job_data
 
-    suite = scaled(get_suite(req.suite), req.seeds, req.pairs)
+    suite = scaled(get_suite(req.suite), req.seeds, req.pairs, req.perturbs)
     check_target(req.ci_target, req.max_units)
     tune = parse_tune(req.tune, suite.name)
     names, folded = fold_aliases(resolve_algos(req.algos))
@@ -152,7 +153,8 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     for dropped, kept in folded:
         echo(f"{dropped} is {kept} at the defaults (the same update, bit for bit): measured once, as {kept}")
     meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,
-            "seeds": req.seeds, "pairs": req.pairs, "ci_target": req.target(suite), "max_units": req.max_units,
+            "seeds": req.seeds, "pairs": req.pairs, "perturbs": req.perturbs, "ci_target": req.target(suite),
+            "max_units": req.max_units,
             "tune": tune.to_dict() if tune else None}
     return AtlasPlan(suite, names, tune, spec_dict, spec, jobs, req.target(suite), meta)
 
@@ -266,7 +268,7 @@ def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True)
     """The cell table of the atlas in ``out``: its sweep's jobs (``jobs`` if already read) and, with
     ``with_topup``, every top-up pass's."""
     meta = json.loads((out / ATLAS_FILE).read_text())
-    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
+    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"), meta.get("perturbs"))
     floors = {t.name: t.floor for t in suite.tasks}
     return cell_table(_all_jobs(out, jobs, with_topup), learn_floor=lambda task: floors.get(task, DEFAULT_FLOOR))
 
@@ -292,7 +294,7 @@ def atlas_page(out, jobs: Optional[list] = None) -> dict:
 
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())
-    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"))
+    suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"), meta.get("perturbs"))
     jobs = _all_jobs(out, jobs, with_topup=jobs is None)
     cells = atlas_cells(out, jobs, with_topup=False)
     tasks, algos = [t.name for t in suite.tasks], meta["algos"]  # the suite's order, not the directory's

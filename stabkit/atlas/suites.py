@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from stabkit.atlas.floors import DEFAULT_FLOOR, LearningFloor
 from stabkit.config.presets import preset_reading, preset_values
+from stabkit.config.runconfig import PERTURBATIONS
 from stabkit.errors import require
 
 
@@ -61,13 +62,14 @@ _SHARED = dict(lr=0.05, local_steps=10, batch_size=16, global_lr=1.0, pairs=8, r
                participation=0.25, eval_every=10, checkpoint_every=0)
 # Pairs per job: sample perturbation acts only when the replaced sample is drawn, so its D_T varies far more
 # between pairs (coefficient of variation 0.6-1.2 at T = 100, against 0.02-0.3 under client perturbation).
+_PAIRS = {"client": 8, "sample": 32, "remove-client": 8, "remove-sample": 32}
 _SMALL_TASKS = (
     SuiteTask("digits", "digits MLP (non-convex)", dict(task="digits", model="mlp"),
-              LearningFloor(acc=0.5), pairs={"client": 8, "sample": 32}),
+              LearningFloor(acc=0.5), pairs=_PAIRS),
     SuiteTask("synthetic", "Synthetic(1,1) logistic (convex)", dict(task="synthetic", model="logistic"),
-              LearningFloor(acc=0.25), pairs={"client": 8, "sample": 32}),
+              LearningFloor(acc=0.25), pairs=_PAIRS),
     SuiteTask("quadratic", "quadratic, L = 1, μ = 0.1 (known constants)", dict(task="quadratic", model="linear"),
-              LearningFloor(loss_ratio=0.75), pairs={"client": 16, "sample": 32}),
+              LearningFloor(loss_ratio=0.75), pairs=dict(_PAIRS, client=16, **{"remove-client": 16})),
 )
 # The same tasks at CI size (16 rounds of K = 5 do not train digits to 0.5: its floor there is 0.25).
 _CI_TASKS = (
@@ -106,10 +108,19 @@ SUITES = {
 }
 
 
-def scaled(suite: Suite, seeds: int | None = None, pairs: int | None = None) -> Suite:
+def scaled(suite: Suite, seeds: int | None = None, pairs: int | None = None, perturbs: str | None = None) -> Suite:
     """``suite`` with ``seeds`` replicate seeds (0..seeds-1) and/or ``pairs`` pairs in every job (the
-    description says so: a smaller or larger version of the suite, never passed off as the suite)."""
+    description says so: a smaller or larger version of the suite, never passed off as the suite), and/or the
+    perturbation columns ``perturbs`` (comma-separated, e.g. ``client,sample,remove-client``: a table per task
+    and perturbation; the leave-one-out columns take the pairs of their replace-one counterparts)."""
     changes, notes = {}, []
+    if perturbs is not None:
+        names = tuple(p.strip() for p in str(perturbs).split(",") if p.strip())
+        require(names and all(p in PERTURBATIONS for p in names) and len(set(names)) == len(names), "perturbs",
+                perturbs, f"distinct comma-separated perturbations from {', '.join(PERTURBATIONS)}")
+        if names != suite.perturbs:
+            changes["perturbs"] = names
+            notes.append(f"perturbations {', '.join(names)}")
     if seeds is not None:
         require(isinstance(seeds, int) and seeds >= 1, "seeds", seeds, "a positive integer")
         changes["seeds"], notes = tuple(range(seeds)), [f"{seeds} seed(s)"]

@@ -24,7 +24,8 @@ from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
 ROUND_LIMIT = 2 ** 63 - 1  # rounds key the random streams and fill int64 log columns
-PERTURBATIONS = ("client", "sample", "none")
+PERTURBATIONS = ("client", "sample", "remove-client", "remove-sample", "none")
+REMOVALS = ("remove-client", "remove-sample")  # leave-one-out neighbours (stabkit.engine.perturbation)
 CLIENT_MODES = ("active", "population")
 DTYPES = ("float32", "float64")
 DP_NOISE = ("coupled", "independent")  # stabkit.engine.noise
@@ -34,12 +35,12 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
 # ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``allocator``: the line saying
-# which allocator the process used, ``cpu_cache_mb``: the freed memory it kept for reuse, 0 where none
+# which allocator the process used, ``heap_keep_mb`` (``cpu_cache_mb`` in runs before it was renamed): the freed memory it kept for reuse, 0 where none
 # (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label; ``placement``: where a sweep
 # job ran (stabkit.sweep.placement).
 # Fields a run chooses itself when they are left open (None) and then records in config.json with the value used.
 CHOSEN_BY_RUN = ("eval_every", "eval_fraction")
-RUN_FACTS = ("versions", "device_used", "threads", "allocator", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label",
+RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label",
              "placement")
 
 CLIENT_MODE_HELP = (
@@ -66,7 +67,9 @@ class RunConfig:
                                   "package.module:factory (task -> torch.nn.Module)")
     hidden: int = option(64, "hidden width of the MLP")
     perturb: str = option("client", "what differs between the runs: client, sample (one training sample "
-                          "replaced by a fresh draw from its client's distribution) or none (null pair)")
+                          "replaced by a fresh draw from its client's distribution), remove-client (B trains "
+                          "without one client: leave-one-out, the exact coupled retrain of unlearning), "
+                          "remove-sample (B's copy of one client lacks one sample) or none (null pair)")
     client_mode: str = option("active", CLIENT_MODE_HELP)
     pairs: int = option(8, "independent replicate pairs R (different perturbed clients/samples and seeds)")
     rounds: int = option(100, "communication rounds T")
@@ -114,6 +117,10 @@ class RunConfig:
                           "the coupled streams so both runs augment alike; image tasks, minibatches only)")
     checkpoint_every: int = option(CHECKPOINT_EVERY, "rounds between checkpoints of the whole run state (and one "
                                    "after the last round), for --resume; 0 = none")
+    store_updates: bool = option(False, "store trajectory A's client updates of every round under RUN/updates/ "
+                                 "(for `stabkit unlearn --method federaser`); costs pairs x clients per round x "
+                                 "parameters x 4 bytes (float32) a round, e.g. 0.77 MB for 8 pairs x 5 clients x "
+                                 "the digits MLP's 4,810")
     save_models: str = option("final", "global models of both runs of every pair saved as state dicts under "
                               "RUN/models/: " + SAVE_SPEC_HELP)
 
@@ -174,6 +181,13 @@ class RunConfig:
         require(isinstance(s, int) and s >= 1, "clients_per_round", s, "a positive integer")
         require(s <= self.task_options.clients, "clients_per_round", s,
                 f"at most the number of clients ({self.task_options.clients})")
+        if self.perturb == "remove-client":
+            M = self.task_options.clients
+            require(M >= 2, "perturb", self.perturb, "client, sample or none with one client: removing the only "
+                    "client leaves no federation")
+            require(s <= M - 1, "clients_per_round", s, f"at most {M - 1} with --perturb remove-client: run B's "
+                    f"federation has M - 1 = {M - 1} clients and samples s of them every round (full "
+                    f"participation of B: --clients-per-round {M - 1})")
         require(all(isinstance(r, int) and 0 <= r < self.rounds for r in self.local_rounds), "local_rounds",
                 list(self.local_rounds), f"round indices in [0, {self.rounds})")
         require(all(isinstance(r, int) and 0 <= r <= self.rounds for r in self.sharpness_rounds),

@@ -11,7 +11,7 @@ randomness), ``noise`` (the Gaussian noise of differentially private aggregation
 ``sensitivity`` (a DP round's measured sensitivity), ``augment``, ``contract`` (the checks on a plug-in
 algorithm's hooks), ``determinism`` (the deterministic-kernel span of every logged number), ``memory`` (the
 estimate before allocating), ``kernels`` (which CPU kernels a run's numbers come from) and the machine
-policies ``threads`` and ``alloc``.
+policy: ``machine`` (what entry points apply to the process), ``threads`` and ``alloc``.
 
 The engine neither reads nor writes a run's files. It touches the file system in one way only:
 ``memory``, ``threads`` and ``kernels`` read ``/proc`` (available memory, idle CPUs, the processor's model).

@@ -8,20 +8,21 @@ threshold lets freed blocks be reused: a W2 round at 8 pairs took 708-742 ms wit
 without (three alternating runs each, 2 cores).
 
 Blocks of 32 MiB and more are fresh mmaps whatever the threshold. A ResNet-18-GN round (W5) works on
-``[16, 11.2 M]`` tensors of 715 MB; ``import stabkit`` sets torch's ``THP_MEM_ALLOC_ENABLE=1`` (unless set),
+``[16, 11.2 M]`` tensors of 715 MB; the machine policy sets torch's ``THP_MEM_ALLOC_ENABLE=1`` (unless set),
 so such blocks come in transparent huge pages, 512 times fewer faults (W5 engine round, one thread: 3.1-3.3 s
 without, 2.1-2.2 s with). They still had to be faulted in afresh every round, and on virtual machines that
 report free memory to their host (virtio-balloon free page reporting, stabkit's CI machines) from the host:
 one 715 MB addition took 0.9-1.1 s into such memory and 0.24 s into memory just freed. So the policy also
 turns glibc's mmap off for the run (``M_MMAP_MAX = 0``): every block comes from glibc's heap, and a trim
-threshold of ``STABKIT_CPU_CACHE_MB`` (default a quarter of the machine's memory; from 2 GiB on, mallopt's
+threshold of ``STABKIT_HEAP_KEEP_MB`` (default a quarter of the machine's memory; from 2 GiB on, mallopt's
 largest, no trimming) keeps that much freed memory for the next allocation; :func:`release` hands every free page back (``malloc_trim(0)``) when a run's
 rounds end (a sweep's next job, or another process, may need the memory). This replaced a caching allocator
 in C++ compiled at run time: measured on W5 and a 245-pair digits top-up job against it, jemalloc and
 tcmalloc (``benchmarks/allocator.py``, ``docs/performance-engine.md``), glibc's own knobs were as fast.
 
-Linux/glibc only, applied once per process: at the start of the ``stabkit`` command and of sweep workers
-(:func:`apply_at_start`; a Python program may call it before importing torch), else by the engine; where the
+Linux/glibc only, applied once per process by the machine policy's entry points (:mod:`stabkit.engine.machine`):
+the start of the ``stabkit`` command and of sweep workers (a Python program may call
+``stabkit.engine.machine.apply()`` before importing torch; building or running a run applies nothing); where the
 user set ``MALLOC_*`` variables or preloads another allocator (``LD_PRELOAD``), their choice stands. :func:`policy` says in one line which
 allocator the process uses (printed by ``stabkit pair``, recorded in ``config.json``).
 """
@@ -37,18 +38,21 @@ from stabkit.errors import ConfigError
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # glibc's mallopt parameter numbers
 MMAP_THRESHOLD_MAX = 32 << 20  # glibc's largest mmap threshold on 64-bit: larger blocks are always fresh mmaps
 INT_MAX = (1 << 31) - 1
-LIMIT_ENV = "STABKIT_CPU_CACHE_MB"
+LIMIT_ENV = "STABKIT_HEAP_KEEP_MB"
+OLD_ENV = "STABKIT_CPU_CACHE_MB"  # its name until the trim threshold was renamed; read for one more release
 _policy: Optional[str] = None  # the line describing the allocator, once the policy is applied
 _heap_only = False  # glibc's mmap is off in this process (release() trims)
 
 
 def limit_bytes() -> int:
-    """Freed memory kept for reuse, from ``STABKIT_CPU_CACHE_MB`` (a whole number of MiB), else a quarter of
+    """Freed memory kept for reuse, from ``STABKIT_HEAP_KEEP_MB`` (its old name ``STABKIT_CPU_CACHE_MB`` still
+    read for one release) (a whole number of MiB), else a quarter of
     the machine's memory; 0 keeps glibc's mmap for large blocks."""
-    raw = os.environ.get(LIMIT_ENV, "").strip()
+    name = _env_name()
+    raw = os.environ.get(name, "").strip()
     if raw:
         if not (raw.isascii() and raw.isdigit()):
-            raise ConfigError(f"invalid {LIMIT_ENV} {raw!r}: a whole number of MiB (0 turns the reuse of large "
+            raise ConfigError(f"invalid {name} {raw!r}: a whole number of MiB (0 turns the reuse of large "
                               "blocks off)")
         return int(raw) << 20
     try:
@@ -97,10 +101,20 @@ def _apply(limit: int) -> str:
     if libc is None or not (libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX) and libc.mallopt(M_TRIM_THRESHOLD, trim)):
         return "allocator: the system's (no glibc to take stabkit's policy)"
     if limit == 0:
-        return f"allocator: glibc, blocks of 32 MiB and more mmapped afresh ({LIMIT_ENV}=0)"
+        return f"allocator: glibc, blocks of 32 MiB and more mmapped afresh ({_env_label()}=0)"
     _heap_only = bool(libc.mallopt(M_MMAP_MAX, 0))
     return (f"allocator: glibc, every block from its heap, up to {limit >> 20:,} MiB of freed memory kept for reuse "
-            f"({LIMIT_ENV})")
+            f"({_env_label()})")
+
+
+def _env_name() -> str:
+    """The variable that sets the limit: ``STABKIT_HEAP_KEEP_MB``, or its old name where only that is set."""
+    return OLD_ENV if OLD_ENV in os.environ and LIMIT_ENV not in os.environ else LIMIT_ENV
+
+
+def _env_label() -> str:
+    """The variable's name as the policy line gives it (the old name says it was renamed)."""
+    return LIMIT_ENV if _env_name() == LIMIT_ENV else f"{OLD_ENV}, renamed {LIMIT_ENV}"
 
 
 def keeps_freed_blocks() -> bool:

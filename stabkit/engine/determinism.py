@@ -14,6 +14,10 @@ calls writes its whole output (the tests' identical-metrics checks would see any
 the fill was a pass over every new tensor: 422 fills, 14% of a ResNet-18-GN round (W5), 4% of W1's. It is
 turned off for the block and put back after.
 
+TF32 is off for the block too, for matmuls and cuDNN convolutions alike (restored after): a float32 run
+computes in float32 (cuDNN's TF32 default would round conv inputs to 10 mantissa bits, far above the
+discrepancies a sample perturbation starts with). The flags only act on CUDA.
+
 The flag is set where torch keeps it (``torch._C._set_deterministic_algorithms``, what the public call does)
 unless inductor's configuration is already loaded: ``torch.use_deterministic_algorithms`` also copies it into
 ``torch._inductor.config``, and importing that imports ``torch._dynamo`` — 1.9 s of every run's start-up,
@@ -30,16 +34,18 @@ import torch.utils.deterministic
 
 @contextmanager
 def deterministic():
-    """Deterministic algorithms on, the fill of fresh tensors off, for the block (restores the previous mode,
-    its warn-only flag and the fill flag)."""
+    """Deterministic algorithms on, the fill of fresh tensors off and TF32 off, for the block (restores the
+    previous mode, its warn-only flag, the fill flag and both TF32 flags)."""
     previous = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     fill = torch.utils.deterministic.fill_uninitialized_memory
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     set_deterministic()
     try:
         yield
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
         _set_mode(previous, warn_only)
 
 
@@ -48,6 +54,7 @@ def set_deterministic() -> None:
     compute)."""
     _set_mode(True, False)
     torch.utils.deterministic.fill_uninitialized_memory = False
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 
 
 def _set_mode(mode: bool, warn_only: bool):

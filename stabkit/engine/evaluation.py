@@ -3,7 +3,7 @@
 For each global model (pair r, trajectory j) on its own federation:
 
 * ``train_loss`` / ``train_acc``: f(x) = (1/M) sum_i F_i(x) over the trajectory's training population
-  (client-uniform weights, the papers' objective; partitions are balanced so it equals the pooled mean),
+  (its own M: run B of a ``remove-client`` pair has M - 1 clients; client-uniform weights, the papers' objective; partitions are balanced so it equals the pooled mean),
   and ``grad_norm_sq`` = ||grad f(x)||^2 on the same full training data;
 * ``test_loss`` / ``test_acc`` on the test split and ``gap`` = test loss - train loss;
 * ``part_loss`` / ``part_acc``: training loss on the clients that took part in the round;
@@ -68,10 +68,12 @@ class Evaluator:
                            lambda: keep_of(len(data.test_y), fraction, seed, "eval_test"))
         owner = self.train[2]
         sizes = torch.bincount(owner, minlength=data.num_rows).to(data.dtype)
-        member = torch.zeros(R * 2, data.num_rows, dtype=data.dtype, device=dev)
+        member = torch.zeros(R * 2, data.num_rows + 1, dtype=data.dtype, device=dev)  # last column: absent (-1)
         member[torch.arange(R * 2)[:, None], torch.as_tensor(nb.cmap.reshape(R * 2, M))] = 1.0
-        self.row_w = member / (M * sizes)  # [2R, rows]: each model's weight of one sample of each row
-        self.member, self.M = member, M
+        member = member[:, :-1]
+        pop = member.sum(1, keepdim=True)  # [2R, 1] each model's population: M, or M - 1 (remove-client)
+        self.row_w = member / (pop * sizes)  # [2R, rows]: each model's weight of one sample of each row
+        self.member, self.pop = member, pop
         self.own = _own_rows(self.row_w, data.num_task_clients, owner, self.train)
         self.origin = torch.as_tensor(data.origin, device=dev)
         self.unseen = torch.as_tensor(nb.unseen_pool, device=dev)
@@ -90,7 +92,7 @@ class Evaluator:
         """Weights ``[N]`` over *all* flat training samples (not the evaluation subset) with which
         sum_n w_n loss_n = f(x) = (1/M) sum_i F_i(x) for model q (pair q // 2, trajectory q % 2)."""
         data = self.data
-        return (self.member[q] / (self.M * data.n.to(data.dtype)))[data.flat_owner]
+        return (self.member[q] / (self.pop[q] * data.n.to(data.dtype)))[data.flat_owner]
 
     def evaluate(self, x: torch.Tensor, rows: np.ndarray | None) -> dict:
         """Metrics ``name -> [R, 2]`` numpy arrays; ``rows [R, 2, s]`` are the last round's clients."""

@@ -195,9 +195,13 @@ class FlatModel:
         return sum(storages.values())
 
     def per_sample_grads(self, theta, x, y, chunk: int = 512) -> torch.Tensor:
-        """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory)."""
-        return torch.cat([self._per_sample(theta, x[i:i + chunk], y[i:i + chunk])
-                          for i in range(0, len(x), chunk)])
+        """Per-sample loss gradients ``[N, d]`` of one model theta ``[d]`` (chunked to bound memory). With a fast
+        path, each sample is a client of one sample of the engine's batched gradient (no ``torch.func``)."""
+        if self.fast is not None:
+            step = lambda xc, yc: self.grads(theta.expand(len(xc), -1), xc[:, None], yc[:, None])  # noqa: E731
+        else:
+            step = lambda xc, yc: self._per_sample(theta, xc, yc)  # noqa: E731
+        return torch.cat([step(x[i:i + chunk], y[i:i + chunk]) for i in range(0, len(x), chunk)])
 
     def grouped(self):
         """The traced grouped model (``stabkit.engine.grouped``: batched Hessian-vector products by a double
@@ -207,9 +211,28 @@ class FlatModel:
         return self.fast if isinstance(self.fast, GroupedModel) else None
 
     def hvp(self, theta, v, x, y, w) -> torch.Tensor:
-        """Hessian-vector product of the weighted loss sum_n w_n loss_n / sum_n w_n at theta."""
-        g = lambda th: grad(self._weighted_loss)(th, x, y, w)
-        return torch.func.jvp(g, (theta,), (v,))[1]
+        """Hessian-vector product of the weighted loss sum_n w_n loss_n / sum_n w_n at theta ``[d]``."""
+        return self.hvps(theta[None], v[None], x, y, (w / w.sum())[None])[0]
+
+    def hvps(self, theta, V, x, y, w) -> torch.Tensor:
+        """Hessian-vector products ``[Q, d]`` of F_q = sum_n w[q, n] loss_n for Q models ``theta [Q, d]`` at
+        once on shared data ``x [N, ...]``, row q times ``V[q]``. The models are independent, so the Hessian of
+        the sum over models is block diagonal and one double backward gives every row. Models with a fast path
+        take it through plain autograd (the grouped graph, or the Sequential forward): no ``torch.func``
+        transform, whose first use imports ``torch._dynamo`` (1-1.5 s of a run's start-up). Other models keep
+        forward-over-reverse ``torch.func``, which their training already uses."""
+        if isinstance(self.fast, GroupedModel):
+            return self.fast.hvp(theta, V, x, y, w)
+        if isinstance(self.fast, SeqGrad):
+            with torch.enable_grad():
+                th = theta.detach().requires_grad_(True)
+                out, _ = self.fast.forward(th, x, batched=False)  # [Q, N, out]
+                loss = (self.per_sample_loss(out.flatten(0, 1), y.repeat(len(th))).view(len(th), -1) * w).sum()
+                g = torch.autograd.grad(loss, th, create_graph=True)[0]
+                return torch.autograd.grad(g, th, V)[0].detach()
+        rows = [torch.func.jvp(lambda th: grad(self._weighted_loss)(th, x, y, w_q), (th_q,), (v_q,))[1]
+                for th_q, v_q, w_q in zip(theta, V, w)]
+        return torch.stack(rows)
 
     @torch.no_grad()
     def losses(self, theta, x, y):

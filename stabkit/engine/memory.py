@@ -70,12 +70,12 @@ def run_bytes(cfg, task, d: int, algo, itemsize: int) -> tuple[float, str]:
     """Lower-bound bytes of a run of ``cfg`` on the built ``task`` with a ``d``-parameter model, and a
     short account of the largest part."""
     R, s = cfg.pairs, cfg.sampled_clients
-    rows = task.num_clients + (R if cfg.perturb == "sample" else 0)
+    rows = task.num_clients + (R if cfg.perturb in ("sample", "remove-sample") else 0)
     sizes = np.array([len(y) for y in task.train_y])
     numel = math.prod(task.input_shape)
     xsize = 8 if np.issubdtype(task.train_x[0].dtype, np.integer) else itemsize
     n_val = sum(len(y) for y in task.val_y)
-    extra = R * int(sizes.min()) if cfg.perturb == "sample" else 0  # a neighbour row per pair (a lower bound)
+    extra = R * int(sizes.min()) if cfg.perturb in ("sample", "remove-sample") else 0  # a neighbour row per pair (a lower bound)
     data = (int(sizes.sum()) + extra + n_val + len(task.test_y)) * (numel * xsize + 8)
     state = R * 2 * d * itemsize * (1 + len(algo.server_state) + len(algo.client_state) * rows
                                     + CLIENT_TENSORS * s)

@@ -25,16 +25,14 @@ from typing import Callable, Optional, Union
 import numpy as np
 import torch
 
-from stabkit.algorithms.base import Algorithm, RoundContext, Step
-from stabkit.algorithms.dp import find_dp
-from stabkit.engine.alloc import keep_freed_memory
+from stabkit.algorithms.base import CLIENT_SENSITIVITIES, Algorithm, RoundContext, Step
 from stabkit.engine.augment import crop_flip
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
 from stabkit.engine.noise import gaussian
-from stabkit.engine.perturbation import Neighbours, active_swap
+from stabkit.engine.perturbation import Neighbours, active_swap, removed_cohort
 from stabkit.engine.rng import hash_keys
-from stabkit.engine.sampling import batch_positions, sample_clients
+from stabkit.engine.sampling import batch_positions, client_order
 from stabkit.engine.sensitivity import measured_sensitivity
 from stabkit.engine.threads import threads_for
 
@@ -100,26 +98,32 @@ class PairedEngine:
     def __init__(self, cfg: EngineSettings, algo: Algorithm, model: FlatModel, data: FederatedData,
                  nb: Neighbours, theta0: torch.Tensor):
         self.cfg, self.algo, self.model, self.data, self.nb = cfg, algo, model, data, nb
-        keep_freed_memory()
         self.threads = None  # intra-op threads of large ops (stabkit.engine.threads.run_threads; None: torch's)
         R, d = theta0.shape
         self.R, self.s, self.M = R, cfg.sampled_clients, nb.cmap.shape[2]
+        # the population each trajectory's rules scale by: M, or [1, 2, 1] (M, M - 1) under remove-client
+        counts = nb.population[0]
+        self.num_clients = self.M if counts[0] == counts[1] else \
+            torch.as_tensor(counts, dtype=theta0.dtype, device=theta0.device).reshape(1, 2, 1)
         self.x = theta0[:, None, :].expand(R, 2, d).clone()
         self.server, self.client_state = algo.init_state(self.x, data.num_rows)
         self.grad_evals = 0
         self.full_batch = cfg.batch_size == "full"
         batch = int(data.n_np.max()) if self.full_batch else cfg.batch_size
         self.step_flops = model.flops_per_sample(data.x[:1], data.y[:1]) * R * 2 * self.s * batch
-        self.measure_sensitivity = find_dp(algo) is not None  # a DP algorithm's dp_sensitivity, every round
+        self.measure_sensitivity = CLIENT_SENSITIVITIES in algo.requires()  # a DP algorithm's, every round
 
     def round_rows(self, t: int) -> tuple:
         """Logical sample S_t ``[R, s]`` and the physical rows ``[R, 2, s]`` each trajectory trains on."""
         cfg, nb = self.cfg, self.nb
-        S = sample_clients(cfg.seed, t, self.R, self.M, self.s)
+        order = client_order(cfg.seed, t, self.R, self.M)
+        S = order[:, :self.s]
         rows = np.take_along_axis(nb.cmap, np.broadcast_to(S[:, None, :], (self.R, 2, self.s)), axis=2).copy()
         if nb.mode == "active":
             slot, repl = active_swap(nb, cfg.seed, t, self.s)
             rows[np.arange(self.R), 1, slot] = repl
+        elif nb.mode == "remove-client":
+            rows[:, 1] = removed_cohort(nb.perturbed_client, S, order)
         return S, rows
 
     def _batches(self, t: int, rows: np.ndarray) -> torch.Tensor:
@@ -129,18 +133,25 @@ class PairedEngine:
             idx = np.arange(int(sizes.max()))
             idx = np.where(idx < sizes[..., None], idx, -1)[..., None, :]
         else:
-            idx = batch_positions(self.cfg.seed, t, sizes, self.cfg.local_steps, self.cfg.batch_size)
+            skip = None
+            if self.nb.mode == "remove-sample":  # B's copy of i* lacks sample j*: A's order without it
+                skip = np.where(rows == self.nb.perturbed_row[:, None, None],
+                                self.nb.perturbed_position[:, None, None], sizes)
+            idx = batch_positions(self.cfg.seed, t, sizes, self.cfg.local_steps, self.cfg.batch_size, skip)
         return torch.as_tensor(idx, device=self.x.device)
 
     def _hit(self, S: np.ndarray, rows: np.ndarray, idx: torch.Tensor) -> np.ndarray:
+        """Whether the perturbation acted in the round, per pair: the swapped or removed client sampled, the
+        replaced sample drawn by B, the removed sample drawn by A (active mode: always)."""
         nb = self.nb
-        if nb.mode == "population":
+        if nb.mode in ("population", "remove-client"):
             return (S == nb.perturbed_client[:, None]).any(axis=1)
         if nb.mode == "active":
             return np.ones(self.R, dtype=bool)
-        if nb.mode == "sample":
+        if nb.mode in ("sample", "remove-sample"):
+            j = 1 if nb.mode == "sample" else 0  # the trajectory that holds the sample
             in_slot = torch.as_tensor(rows[:, 1] == nb.perturbed_row[:, None], device=idx.device)
-            drawn = (idx[:, 1] == torch.as_tensor(nb.perturbed_position, device=idx.device)[:, None, None, None])
+            drawn = (idx[:, j] == torch.as_tensor(nb.perturbed_position, device=idx.device)[:, None, None, None])
             return (in_slot[..., None, None] & drawn).flatten(1).any(1).cpu().numpy()
         return np.zeros(self.R, dtype=bool)
 
@@ -278,7 +289,7 @@ class PairedEngine:
             t=t, x=x, x_clients=x[:, :, None, :].expand(R, 2, s, d), server={n: v[sel] for n, v in self.server.items()},
             client={n: v[at_rows] for n, v in self.client_state.items()}, lr=lr, lrs=lrs,
             lr_sum=float(sum(lrs)), global_lr=cfg.global_lr, local_steps=cfg.local_steps,
-            num_clients=self.M, sampled=self.s, full_grad_fn=full_grad, process=self._process,
+            num_clients=self.num_clients, sampled=self.s, full_grad_fn=full_grad, process=self._process,
             gaussian=lambda purpose: gaussian(cfg.seed, purpose, pair_index, t, d, cfg.dp_noise, x),
             pairs=range(pairs.start, pairs.stop) if isinstance(pairs, slice) else pair_index, cohort=S,
             keys=hash_keys(cfg.seed, "host", pair_index, t))

@@ -15,37 +15,54 @@ from stabkit.engine import rng
 
 
 def sample_clients(seed: int, t: int, pairs: int, num_clients: int, s: int) -> np.ndarray:
-    """S_t for every pair: ``[R, s]`` logical client ids, uniform without replacement."""
+    """S_t for every pair: ``[R, s]`` logical client ids, uniform without replacement: the first s entries of
+    a uniform random permutation of the clients (the sort order of per-client keys)."""
+    return client_order(seed, t, pairs, num_clients)[:, :s]
+
+
+def client_order(seed: int, t: int, pairs: int, num_clients: int) -> np.ndarray:
+    """The uniform random permutation ``[R, M]`` of the clients whose first s entries are S_t (the entry after
+    them is the client ``remove-client`` substitutes, ``stabkit.engine.perturbation.removed_cohort``)."""
     keys = rng.hash_keys(seed, "clients", np.arange(pairs)[:, None], t, np.arange(num_clients)[None, :])
-    return np.argsort(keys, axis=1, kind="stable")[:, :s]
+    return np.argsort(keys, axis=1, kind="stable")
 
 
-def batch_positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int) -> np.ndarray:
+def batch_positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int,
+                    skip: np.ndarray | None = None) -> np.ndarray:
     """Minibatch sample indices ``[R, 2, s, K, B]`` for clients of sizes ``sizes [R, 2, s]``.
 
     Step k takes positions k*B .. k*B+B-1 of the concatenated epoch permutations of its client. The keys do
     not depend on the trajectory, so where both trajectories' clients are equally large (every perturbation
     that replaces samples) one sort serves both: the same indices, half the work.
+
+    ``skip [R, 2, s]`` (``remove-sample``): a client whose row is another row's data with the sample at position
+    ``skip`` deleted (``skip >= size`` elsewhere) orders its position p by the key of position p + (p >= skip),
+    so its epoch permutation is the other row's permutation with the deleted sample left out: a uniform
+    permutation of its own samples, coupled to the full row's as tightly as one order can be to another.
     """
     R, _, s = sizes.shape
-    if (sizes[:, 0] == sizes[:, 1]).all():
+    if skip is None and (sizes[:, 0] == sizes[:, 1]).all():
         one = _positions(seed, t, sizes[:, :1], local_steps, batch)
         return np.ascontiguousarray(np.broadcast_to(one, (R, 2, s, local_steps, batch)))
-    return _positions(seed, t, sizes, local_steps, batch)
+    return _positions(seed, t, sizes, local_steps, batch, skip)
 
 
 _PAD = np.iinfo(np.uint64).max  # the key of a padding position: sorts last
 
 
-def _positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int) -> np.ndarray:
+def _positions(seed: int, t: int, sizes: np.ndarray, local_steps: int, batch: int,
+               skip: np.ndarray | None = None) -> np.ndarray:
     """:func:`batch_positions` for sizes ``[R, T, s]`` of T trajectories: the first ``K*B`` entries of each
     client's epochs, each epoch its positions ``0..n-1`` in the order of their keys."""
     R, T, s = sizes.shape
     n_max, n_min = int(sizes.max()), int(sizes.min())
     epochs = math.ceil(local_steps * batch / n_min)
+    position = np.arange(n_max)[None, None, None, None, :]
+    if skip is not None:  # a row with one sample deleted keys its positions from the sample on by the next key
+        position = position + (position >= skip[:, :, :, None, None])  # [R, T, s, 1, n_max]
     keys = rng.hash_keys(seed, "batch", np.arange(R)[:, None, None, None, None], t,
                          np.arange(s)[None, None, :, None, None], np.arange(epochs)[None, None, None, :, None],
-                         np.arange(n_max)[None, None, None, None, :])  # [R, 1, s, E, n_max]
+                         position)  # [R, 1 or T, s, E, n_max]
     exact = bool((keys == _PAD).any())  # a key equal to padding's (chance 2^-64 each): the stable sort decides
     if n_min < n_max:  # padding positions sort last
         keys = np.broadcast_to(keys, (R, T, s, epochs, n_max)).copy()

@@ -11,7 +11,9 @@ is the quantity whose worst case 2C/s the accountant assumes (``stabkit.privacy.
 client's algorithm state (per-client and server) is each trajectory's own. It is measured only in rounds where
 the differing client is in the cohort (a slot whose physical rows differ between A and B); elsewhere it is NaN:
 its sensitivity had it been sampled is unknown, and the measured epsilon takes the worst case there
-(``stabkit.privacy.accountant``). The null pair has no differing client: 0 in every round. A round's extra work is two clients per pair, about 1/s of the round.
+(``stabkit.privacy.accountant``). The null pair has no differing client: 0 in every round. Under ``remove-client``
+the differing slot holds the removed client in A and its substitute in B, so the measured quantity is that swap's,
+not an add/remove one's. A round's extra work is two clients per pair, about 1/s of the round.
 """
 from __future__ import annotations
 

@@ -80,11 +80,13 @@ def run_threads(flops: float) -> int:
 @contextmanager
 def threads_for(flops: float, large: Optional[int] = None):
     """Run the block with 1 thread if ``flops`` (work of its typical op batch) is small, else with ``large``
-    threads (None: unchanged)."""
+    threads (None: the policy's count now, :func:`run_threads`). Every phase takes its threads from here —
+    the engine and evaluation (the run's count), the constants, flatness, a Flower app's clients — so none
+    runs with torch's default of one thread per CPU on a machine whose CPUs are busy."""
     import torch
 
     before = torch.get_num_threads()
-    want = 1 if flops < SMALL_OP_FLOPS else (large or before)
+    want = 1 if flops < SMALL_OP_FLOPS else (large or run_threads(flops))
     if want != before:
         torch.set_num_threads(want)
     try:

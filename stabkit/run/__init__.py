@@ -10,6 +10,6 @@ checkpoints, constants, summary), ``constants`` (L, sigma, ... estimated from th
 ``resume_check`` (everything a resume relies on, checked before anything is touched), ``estimate``
 (``--estimate``: timed rounds and the projected run), ``audit`` (``stabkit audit``: trials of a DP run as
 independent-noise pairs) and ``flwr_app`` + ``flwr_clients`` (a whole Flower app's ClientApp run in-process,
-per client and trajectory). The configuration is in ``stabkit.config``, the files
+per client and trajectory); ``uptime`` (how long the process has run: the ``time:`` line covers start-up). The configuration is in ``stabkit.config``, the files
 of a run directory in ``stabkit.store``.
 """

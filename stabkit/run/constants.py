@@ -21,8 +21,9 @@ estimation stays a bounded cost after the run, like the per-round evaluation (``
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import torch
 
 from stabkit.config.runconfig import RunConfig
@@ -30,27 +31,59 @@ from stabkit.engine.data import FederatedData
 from stabkit.engine.evalsubset import keep_per_owner
 from stabkit.engine.flatmodel import FlatModel
 
+if TYPE_CHECKING:  # the logged metrics come as a frame; this module does not need pandas itself
+    import pandas as pd
+
 POWER_ITERATIONS = 50
 POWER_TOL = 1e-4  # stop when ||Hv|| changes by less than this (relative)
 MAX_SAMPLES = 2048  # training samples the estimates use at most (a fixed per-client subset beyond)
 
 
-def _power_iteration(model, theta, x, y, w, iters: int, seed: int) -> float:
-    """Largest |eigenvalue| of the Hessian of the weighted loss at theta (power iteration on HVPs)."""
-    gen = torch.Generator().manual_seed(seed)
-    v = torch.randn(theta.shape, generator=gen, dtype=theta.dtype).to(theta.device)
-    v = v / v.norm()
-    norm = 0.0
+PER_SAMPLE_BYTES = 256 << 20  # per-sample gradients held at once (whole clients where they fit)
+
+
+def _power_iterations(model, thetas, x, y, w, iters: int, seeds: list) -> list:
+    """Largest |eigenvalue| of the Hessian of the weighted loss at every row of ``thetas [S, d]``: power
+    iterations on Hessian-vector products, all rows in one batched product per iteration. Row i starts from
+    ``randn`` seeded ``seeds[i]`` and stops on its own, when ``||Hv||`` changes by at most ``POWER_TOL``
+    (relative) or after ``iters`` products: the values of one power iteration per row."""
+    starts = [torch.randn(thetas.shape[1], generator=torch.Generator().manual_seed(s), dtype=thetas.dtype)
+              for s in seeds]
+    V = torch.stack(starts).to(thetas.device)
+    V = V / V.norm(dim=1, keepdim=True)
+    norms, result = [0.0] * len(seeds), [None] * len(seeds)
+    active = list(range(len(seeds)))
     for _ in range(iters):
-        hv = model.hvp(theta, v, x, y, w)
-        new = float(hv.norm())
-        if new == 0.0:
-            return 0.0
-        v = hv / new
-        if abs(new - norm) <= POWER_TOL * new:
-            return new
-        norm = new
-    return norm
+        HV = model.hvps(thetas[active], V[active], x, y, w.expand(len(active), -1))
+        new = HV.norm(dim=1).tolist()
+        still = []
+        for row, i in enumerate(active):
+            if new[row] == 0.0:
+                result[i] = 0.0
+                continue
+            V[i] = HV[row] / new[row]
+            if abs(new[row] - norms[i]) <= POWER_TOL * new[row]:
+                result[i] = new[row]
+            else:
+                norms[i] = new[row]
+                still.append(i)
+        active = still
+        if not active:
+            break
+    return [norms[i] if r is None else r for i, r in enumerate(result)]
+
+
+def _client_batches(sizes: list, cap: int) -> list:
+    """Consecutive groups of clients (indices into ``sizes``) whose samples add up to at most ``cap``; a
+    client larger than ``cap`` is a group of its own."""
+    groups, current, total = [], [], 0
+    for i, n in enumerate(sizes):
+        if current and total + n > cap:
+            groups.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += n
+    return groups + [current] if current else groups
 
 
 def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, weights: torch.Tensor,
@@ -58,34 +91,44 @@ def estimate_constants(cfg: RunConfig, model: FlatModel, data: FederatedData, we
     """Constants of the run ``cfg`` (its batch size, weight decay and seed are used) from its ``model`` and
     ``data``, the per-sample ``weights [N]`` over all flat training samples with which sum_n w_n loss_n = f
     (trajectory A of pair 0: ``Evaluator.population_weights(0)``), ``snapshots`` (flat parameter vectors of
-    that trajectory) and the logged metrics ``df``."""
+    that trajectory) and the logged metrics ``df``.
+
+    Batched as the engine batches clients: the power iterations of all snapshots share one Hessian-vector
+    product per iteration, the gradient of f and the losses of all snapshots are one evaluation, and the
+    chosen clients' per-sample gradients are computed for as many whole clients at once as
+    ``PER_SAMPLE_BYTES`` holds (each sample a client of one sample of the engine's batched gradient)."""
     out = _from_metrics(df)
     keep, owners, w_all = _samples(data, weights, cfg.seed)
     x_all, y_all = data.flat_x[keep], data.flat_y[keep]
     clients = np.unique(owners.cpu().numpy())
     chosen = clients[np.linspace(0, len(clients) - 1, min(max_clients, len(clients))).round().astype(int)]
+    thetas = torch.stack(snapshots)
+    w_norm = (w_all / w_all.sum())[None]
+    L = max(_power_iterations(model, thetas, x_all, y_all, w_norm, POWER_ITERATIONS,
+                              [cfg.seed + i for i in range(len(snapshots))]), default=0.0)
+    grad_f, losses, _ = model.evaluate(thetas, x_all, y_all, w_norm.expand(len(thetas), -1))
+    masks = [owners == int(c) for c in chosen]
+    rows = [torch.nonzero(m).flatten() for m in masks]
+    cap = max(1, PER_SAMPLE_BYTES // (model.d * thetas.element_size()))
     b = cfg.batch_size
-    L = sl2 = sl2_1 = sg2 = sg2_mean = G = U = 0.0
-    for i, theta in enumerate(snapshots):
-        L = max(L, _power_iteration(model, theta, x_all, y_all, w_all, POWER_ITERATIONS, cfg.seed + i))
-        grad_f = model.grads(theta[None], x_all[None], y_all[None], w_all[None])[0]
-        losses, _ = model.losses(theta[None], x_all, y_all)
-        U = max(U, float(losses.max()))
+    sl2 = sl2_1 = sg2 = sg2_mean = G = 0.0
+    for s, theta in enumerate(thetas):
         diffs = []
-        for c in chosen:
-            mask = owners == int(c)
-            per = model.per_sample_grads(theta, x_all[mask], y_all[mask])
-            n = int(data.n_np[int(c)])  # the client's size (the subset, if any, estimates its variance)
-            grad_i = per.mean(0)
-            var1 = float((per - grad_i).pow(2).sum(1).mean())
-            batch = n if b == "full" else min(int(b), n)
-            var_b = var1 * (n - batch) / (batch * (n - 1)) if n > 1 else 0.0
-            sl2, sl2_1 = max(sl2, var_b), max(sl2_1, var1)
-            G = max(G, float(per.norm(dim=1).max()))
-            diffs.append(float((grad_i - grad_f).pow(2).sum()))
+        for group in _client_batches([len(r) for r in rows], cap):
+            at = torch.cat([rows[j] for j in group])
+            per_all = model.per_sample_grads(theta, x_all[at], y_all[at], chunk=cap)
+            G = max(G, float(per_all.norm(dim=1).max()))
+            for per, j in zip(torch.split(per_all, [len(rows[j]) for j in group]), group):
+                n = int(data.n_np[int(chosen[j])])  # the client's size (the subset, if any, estimates its variance)
+                grad_i = per.mean(0)
+                var1 = float((per - grad_i).pow(2).sum(1).mean())
+                batch = n if b == "full" else min(int(b), n)
+                var_b = var1 * (n - batch) / (batch * (n - 1)) if n > 1 else 0.0
+                sl2, sl2_1 = max(sl2, var_b), max(sl2_1, var1)
+                diffs.append(float((grad_i - grad_f[s]).pow(2).sum()))
         sg2, sg2_mean = max(sg2, max(diffs)), max(sg2_mean, float(np.mean(diffs)))
     out.update(L=L + cfg.weight_decay, sigma_l2=sl2, sigma_l2_sample=sl2_1, sigma_g2=sg2, sigma_g2_mean=sg2_mean,
-               G=G, U=U, snapshots=len(snapshots), samples=len(keep))
+               G=G, U=float(losses.max()), snapshots=len(snapshots), samples=len(keep))
     return out
 
 

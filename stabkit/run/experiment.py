@@ -26,7 +26,6 @@ from stabkit.engine.determinism import deterministic
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.paired import PairedEngine
 from stabkit.engine.threads import run_threads
-from stabkit.flatness.runlog import SharpnessLog
 from stabkit.privacy.runfile import run_schedule
 from stabkit.run.assembly import assemble, engine_settings
 from stabkit.run.preflight import preflight
@@ -72,11 +71,15 @@ class PairedRun:
         self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
         self.log = RoundLog(cfg, self.engine, self.evaluator, self.times)
         self.t = 0  # rounds done
-        self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg) if cfg.sharpness_rounds else None
+        self.sharpness = None
+        if cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas, a run without them need not
+            from stabkit.flatness.runlog import SharpnessLog
+            self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg)
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
         self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
         self.initial_logged = False  # round 0 (the initial models) is logged
+        self.updates = None  # --store-updates: the last round's (cohort [R, s], A's client updates [R, s, d])
 
     @property
     def rows(self) -> list:
@@ -98,8 +101,13 @@ class PairedRun:
             self.log_initial()
             t = self.t + 1
             start = time.perf_counter()
+            x_before = self.engine.x[:, 0]
             rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
-                                   keep_clients=t in self.cfg.sharpness_rounds)
+                                   keep_clients=t in self.cfg.sharpness_rounds or self.cfg.store_updates)
+            if self.cfg.store_updates:  # A's client updates y_i - x_{t-1}, [R, s, d] (stabkit.store.updates)
+                self.updates = (rec.rows[:, 0], rec.clients[:, 0] - x_before[:, None, :])
+                if t not in self.cfg.sharpness_rounds:
+                    rec.clients = None  # not kept in the checkpoint's record
             self.times["train_s"] += time.perf_counter() - start
             self.diverged = self.log.log(t, rec, self.log.evaluates(t))
         self.t = t

@@ -13,9 +13,10 @@ import json
 from stabkit.config.runconfig import RunConfig
 from stabkit.store.atomic import strict_json
 
-SAFE_TO_CHANGE = ("rounds", "checkpoint_every", "save_models", "constants", "device")
+SAFE_TO_CHANGE = ("rounds", "checkpoint_every", "save_models", "constants", "device", "store_updates")
 """Fields a resume may change: the horizon (``rounds``), the checkpoint interval, the rounds whose models
-are saved, whether constants are estimated at the end, and the device the remaining rounds run on."""
+are saved, whether constants are estimated at the end, the device the remaining rounds run on, and whether
+client updates are stored (runs from before the option resume as they were)."""
 
 
 def fingerprint(cfg: RunConfig) -> dict:

@@ -15,11 +15,13 @@ strategy copy configures the round (:mod:`stabkit.algorithms.flower.inprocess`),
 ClientApp is called in a plain loop (:mod:`stabkit.run.flwr_clients`: 2 x pairs x s calls per round, each
 with the RNGs seeded from (seed, pair, round, node)), and ``aggregate_train`` gives the new arrays.
 ``--perturb client`` gives one node per pair (drawn from stabkit's streams) a held-out partition in trajectory B;
+``--perturb remove-client`` runs B without one node (drawn likewise): B's cohort is A's, the node's slot taken by
+the next node of the same random order when A samples it (``stabkit.engine.perturbation``);
 ``--perturb none`` is the null pair (D_t exactly 0 for a deterministic app: round 1 checks that two calls with the
-same seed, model and partition return the same bits, and names the node that does not). ``--perturb sample`` is
-refused: stabkit cannot see inside the app's data loading. Writes ``config.json``, ``metrics.csv`` (round,
-pair, disc, disc_sq, hit, skipped) and ``summary.json``; a failing call stops the run cleanly with the rows
-logged so far.
+same seed, model and partition return the same bits, and names the node that does not). ``--perturb sample`` and
+``remove-sample`` are refused: stabkit cannot see inside the app's data loading. Writes ``config.json``,
+``metrics.csv`` (round, pair, disc, disc_sq, hit, skipped) and ``summary.json``; a failing call stops the run
+cleanly with the rows logged so far.
 """
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ import pandas as pd
 from stabkit import plugins
 from stabkit.algorithms.flower import inprocess as fl
 from stabkit.algorithms.flower.params import SAMPLING
+from stabkit.engine.perturbation import removed_cohort
 from stabkit.engine.rng import hash_keys, randint
-from stabkit.engine.sampling import sample_clients
+from stabkit.engine.sampling import client_order
+from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
@@ -80,10 +84,14 @@ def check_settings(spec: str, app: dict, cfg) -> None:
     """What this run asks of the app: a cohort it has, and a perturbation it can take."""
     s = cohort_size(app, cfg)
     require(s <= app["partitions"], "clients_per_round", s, f"at most the app's {app['partitions']} partitions")
-    if cfg.perturb == "sample":
-        raise ConfigError("invalid perturb='sample' with --flwr-app: none or client (stabkit cannot see inside "
-                          "the app's data loading to replace one sample)")
-    require(cfg.perturb in ("none", "client"), "perturb", cfg.perturb, "none or client with --flwr-app")
+    if cfg.perturb in ("sample", "remove-sample"):
+        raise ConfigError(f"invalid perturb={cfg.perturb!r} with --flwr-app: none, client or remove-client "
+                          "(stabkit cannot see inside the app's data loading to change one sample)")
+    require(cfg.perturb in ("none", "client", "remove-client"), "perturb", cfg.perturb,
+            "none, client or remove-client with --flwr-app")
+    if cfg.perturb == "remove-client":
+        require(s <= app["partitions"] - 1, "clients_per_round", s, f"at most {app['partitions'] - 1} with "
+                f"--perturb remove-client: run B's federation has the app's {app['partitions']} partitions but one")
     if cfg.perturb == "client" and app["heldout"] < 1:
         raise ConfigError(f"invalid flwr_app={spec!r}: --perturb client needs a held-out partition (its entry "
                           "point's heldout is 0)")
@@ -134,16 +142,18 @@ class AppRun:
 
     def step(self, t: int) -> None:
         """Round t of every pair; its metrics row appended."""
-        S = sample_clients(self.cfg.seed, t, self.cfg.pairs, self.N, self.s)
+        order = client_order(self.cfg.seed, t, self.cfg.pairs, self.N)
+        S = order[:, :self.s]
+        cohorts = (S, removed_cohort(self.perturbed, S, order) if self.cfg.perturb == "remove-client" else S)
         keys = hash_keys(self.cfg.seed, "host", np.arange(self.cfg.pairs), t)
         for pair in range(self.cfg.pairs):
-            replies = [self._train(t, pair, j, S[pair], int(keys[pair])) for j in (0, 1)]
+            replies = [self._train(t, pair, j, cohorts[j][pair], int(keys[pair])) for j in (0, 1)]
             if t == 0:
                 self._check_deterministic(pair, replies)
             skipped = [self._aggregate(t, pair, j, replies[j], int(keys[pair])) for j in (0, 1)]
             disc = self.discrepancy(pair)
             self.rows.append({"round": t + 1, "pair": pair, "disc": disc, "disc_sq": disc ** 2,
-                              "hit": int(self.cfg.perturb == "client" and self.perturbed[pair] in S[pair]),
+                              "hit": int(self.cfg.perturb != "none" and self.perturbed[pair] in S[pair]),
                               "skipped": int(any(skipped))})
 
     def _train(self, t: int, pair: int, j: int, cohort, key: int) -> list:
@@ -165,9 +175,10 @@ class AppRun:
 
     def _check_deterministic(self, pair: int, replies) -> None:
         """Round 1: every node that trains the same partition in both trajectories must return the same bits."""
-        for (m, _, a), (_, _, b) in zip(*replies):
-            node = m.metadata.dst_node_id - fl.NODE_OFFSET
-            if self.partition(pair, 1, node) == node and not fc.same_arrays(a, b):
+        b_arrays = {m.metadata.dst_node_id: b for m, _, b in replies[1]}  # by node: B's cohort may differ in one
+        for m, _, a in replies[0]:
+            node, b = m.metadata.dst_node_id - fl.NODE_OFFSET, b_arrays.get(m.metadata.dst_node_id)
+            if b is not None and self.partition(pair, 1, node) == node and not fc.same_arrays(a, b):
                 raise ConfigError(f"{self._where(0, pair, 1, node)}: the ClientApp is not deterministic under a "
                                   "fixed seed: two calls with the same model, partition and seeds (torch, numpy, "
                                   "random) returned different arrays, so even the null pair would drift")
@@ -206,11 +217,12 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
                                             "rounds": cfg.rounds, "clients_per_round": run.s,
                                             "perturb": cfg.perturb, "partitions": run.N, "heldout": app["heldout"]})
     start = time.perf_counter()
-    try:
-        for t in range(cfg.rounds):
-            run.step(t)
-            if progress is not None:
-                progress(t + 1)
+    try:  # the app trains one client's minibatches at a time in Python: small ops, one thread (threads_for)
+        with threads_for(0.0):
+            for t in range(cfg.rounds):
+                run.step(t)
+                if progress is not None:
+                    progress(t + 1)
     finally:  # a failing call keeps the rows of the rounds before it
         atomic_write_csv(out / "metrics.csv", pd.DataFrame(run.rows, columns=ROW_COLUMNS))
     wall = time.perf_counter() - start

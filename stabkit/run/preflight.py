@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 from typing import Callable, Optional
 
 import torch
@@ -24,6 +23,7 @@ from stabkit.algorithms.wrap import with_wrap
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.alloc import limit_bytes
 from stabkit.engine.contract import CheckedAlgorithm
+from stabkit.engine.machine import require_cuda_policy
 from stabkit.engine.memory import require_generated_memory, require_memory, run_bytes
 from stabkit.errors import ConfigError, require
 from stabkit.models.contract import check_module
@@ -63,18 +63,12 @@ def preflight(cfg: RunConfig, task: Optional[Task] = None, model=None) -> Checke
 
 
 def resolve_device(name: str) -> torch.device:
-    """The torch device for ``--device``. On CUDA also the cuBLAS setting that deterministic mode needs
-    (without it ``torch.use_deterministic_algorithms(True)`` refuses every CUDA matmul), and TF32 off for
-    cuDNN convolutions as it is for matmuls: a float32 run computes in float32 (cuDNN's TF32 default would
-    round conv inputs to 10 mantissa bits, far above the discrepancies a sample perturbation starts with)."""
+    """The torch device for ``--device`` (``auto``: CUDA where available); a pure check, setting nothing (the
+    CUDA settings a run's numbers need are the run's, :mod:`stabkit.engine.determinism`)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"invalid device={name!r}: CUDA is not available here; use cpu or auto")
-    if name.startswith("cuda"):
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
     return torch.device(name)
 
 
@@ -95,7 +89,8 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
             f"none for task {task.name!r}: crop_flip needs image inputs (C, H, W)")
     _check_batch_size(cfg, task)
     device = resolve_device(cfg.device)
-    limit_bytes()  # a bad STABKIT_CPU_CACHE_MB is refused here, before the engine applies the allocator policy
+    require_cuda_policy(device)
+    limit_bytes()  # a bad STABKIT_HEAP_KEEP_MB is refused here, where a run is checked
     needed, largest_part = run_bytes(cfg, task, d, algo, torch.finfo(getattr(torch, cfg.dtype)).bits // 8)
     require_memory(needed, f"this run (largest part: {largest_part})",
                    "use fewer --pairs, --clients or clients per round, or a smaller model", device)

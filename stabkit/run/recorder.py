@@ -11,6 +11,8 @@ the complete rounds and a summary saying the constants were skipped.
 from __future__ import annotations
 
 import platform
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -26,12 +28,13 @@ from stabkit.engine.contract import PluginFailed
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.kernels import kernel_facts
 from stabkit.engine.paired import RoundRecord
+from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError
 from stabkit.privacy.runfile import write_privacy
 from stabkit.run.constants import run_constants
 from stabkit.run.roundlog import OVERFLOW
 from stabkit.run.writer import RunWriter
-from stabkit.store.runstore import load_run
+from stabkit.store.runstore import FIGURES_DIR, load_run
 
 # Between checkpoints the logged rows are appended to the logs (and fsynced) every FLUSH_EVERY rounds once
 # FLUSH_SECONDS have passed since the last flush: a round of W1 (~9 ms) would otherwise spend ~0.9 ms on
@@ -47,10 +50,11 @@ class RunRecorder:
         self.run, self.out = run, Path(out)
         self.writer = RunWriter(self.out, run.cfg, run.times)
         self._flushed = time.perf_counter()  # when the logs were last flushed
+        self._progress: Optional[Callable] = None  # the caller's progress(t, stats), told each stage after the rounds
 
     def start(self, label: Optional[str], progress: Optional[Callable]) -> dict:
         """Log round 0 and run every round; return the summary."""
-        run = self.run
+        run, self._progress = self.run, progress
         self._open(label)
         start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
         snapshots = {0: run.engine.x[0, 0].clone()}
@@ -63,8 +67,9 @@ class RunRecorder:
 
     def resume(self, ck: dict, progress: Optional[Callable]) -> dict:
         """Continue from the checked checkpoint ``ck`` up to the run's rounds; return the summary."""
-        run, t = self.run, ck["round"]
+        run, t, self._progress = self.run, ck["round"], progress
         eng = run.engine
+        self._stale_figures(t)
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
         if "host" in ck:  # e.g. Flower strategies (stabkit.algorithms.flower)
             run.algo.load_host_state(ck["host"])
@@ -131,6 +136,8 @@ class RunRecorder:
             snapshots[t] = run.engine.x[0, 0].clone()
         run.times["wall_s"] = wall_s()
         self._save_models(t)
+        if run.updates is not None:
+            self.writer.save_updates(t, *run.updates)
         if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
             self._checkpoint(t, rec, snapshots)
         elif t % FLUSH_EVERY == 0 and time.perf_counter() - self._flushed >= FLUSH_SECONDS:
@@ -147,10 +154,12 @@ class RunRecorder:
         if run.failed:
             constants = "skipped: the run failed"
         if cfg.constants and interrupted is None and run.failed is None:
+            self._stage(done, "constants")
             start = time.perf_counter()
             weights = run.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
             try:
-                estimated = run_constants(cfg, run.task, run.model, run.data, weights, snapshots, df)
+                with threads_for(run.evaluator.flops, run.threads):  # the run's thread policy, as its evaluation
+                    estimated = run_constants(cfg, run.task, run.model, run.data, weights, snapshots, df)
                 self.writer.constants(estimated, sorted(snapshots))
                 constants = "estimated"
             except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
@@ -161,6 +170,20 @@ class RunRecorder:
                  **{k: v for k, v in (("diverged_reason", run.diverged), ("interrupted", interrupted),
                                       ("failed_reason", run.failed)) if v}}
         return self.writer.finish(df, status, diverged_round, done, times, notes, run.nb)
+
+    def _stage(self, t: int, stage: str) -> None:
+        """Tell the caller's progress which phase after the rounds has begun (``stats["stage"]``)."""
+        if self._progress is not None:
+            self._progress(t, {"stage": stage})
+
+    def _stale_figures(self, t: int) -> None:
+        """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
+        ``t`` rounds no longer show it, and are removed (saying so) rather than left beside the new data."""
+        figures = self.out / FIGURES_DIR
+        if figures.is_dir():
+            shutil.rmtree(figures)
+            print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "
+                  f"{self.out} --plot`)", file=sys.stderr)
 
     def _sharpness(self, t: int, rec) -> None:
         run = self.run
@@ -191,7 +214,7 @@ def run_facts(run) -> dict:
     versions, device, threads, allocator, parameter count and smallest client."""
     return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "versions": versions(),
             "device_used": str(run.device), "threads": run.threads, "allocator": alloc.policy(),
-            "cpu_cache_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
+            "heap_keep_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
             "d": run.model.d, "n_min": int(run.data.n_np[: run.task.num_train_clients].min())}
 
 

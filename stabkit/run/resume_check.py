@@ -24,9 +24,9 @@ import dataclasses
 import io
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import torch
 
 from stabkit.errors import ConfigError
@@ -35,6 +35,9 @@ from stabkit.store.checkpoint import FORMAT, NAME, checkpoint_path
 from stabkit.store.fserrors import require_space
 from stabkit.store.outdir import check_writable
 from stabkit.store.saved_models import check_models_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEYS = ("round", "rounds", "x", "server", "client_state", "record", "snapshots", "metrics_rows", "local_rows",
         "times")
@@ -201,6 +204,8 @@ def _tensor(value, shape: tuple, dtype, what: str, problem) -> None:
 
 def _read_log(path: Path, columns: tuple, problem) -> pd.DataFrame:
     """The whole lines of a log (as ``AppendLog`` counts them), with ``columns``."""
+    import pandas as pd
+
     if not path.is_file():
         problem(f"{path.name} is missing", f"restore it, or {RESTART}")
     try:
@@ -217,6 +222,8 @@ def _read_log(path: Path, columns: tuple, problem) -> pd.DataFrame:
 
 
 def _check_metrics(out: Path, ck: dict, R: int, problem) -> None:
+    import pandas as pd
+
     t, n = ck["round"], ck["metrics_rows"] + R
     if n != (t + 1) * R:
         problem(f"{NAME} says metrics.csv had {ck['metrics_rows']} rows before round {t}, but a run of {R} "
@@ -275,6 +282,8 @@ def _check_sharpness(out: Path, t: int, cfg, problem) -> None:
 def _integer_rounds(df: pd.DataFrame, name: str, problem) -> np.ndarray:
     """The ``round`` column of the log ``name`` as integers; an entry that is not one (a hand edit, a torn
     copy) is refused naming it and its line."""
+    import pandas as pd
+
     values = pd.to_numeric(df["round"], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~(np.isfinite(values) & (values == np.round(values))))
     if len(bad):

@@ -19,6 +19,7 @@ from stabkit.store.checkpoint import save_checkpoint
 from stabkit.store.metricslog import AppendLog
 from stabkit.store.saved_models import parse_save_spec, save_models
 from stabkit.store.summary import summarize
+from stabkit.store.updates import model_hashes, save_updates
 
 
 class RunWriter:
@@ -51,6 +52,12 @@ class RunWriter:
             save_models(self.out, t, x, names, shapes)
             self.times["checkpoint_s"] += time.perf_counter() - start
 
+    def save_updates(self, t: int, cohort, update) -> None:
+        """``--store-updates``: round t's cohort and client updates of trajectory A (``stabkit.store.updates``)."""
+        start = time.perf_counter()
+        save_updates(self.out, t, cohort, update)
+        self.times["checkpoint_s"] += time.perf_counter() - start
+
     def checkpoint(self, t: int, state: dict, rec, snapshots: dict) -> None:
         """Save the run's ``state`` after round t (``x``, ``server``, ``client_state``), its record ``rec`` and
         parameter ``snapshots``, with the log positions before round t and the experiment's fingerprint
@@ -74,6 +81,8 @@ class RunWriter:
         summary = summarize(kept, status=status, diverged_round=diverged_round, wall_s=times["wall_s"],
                             rounds_done=done, out=str(self.out), nb=nb)
         summary.update(notes)
+        if self.saves(done):  # the final models' hashes: `stabkit unlearn` refuses edited ones
+            summary["models_sha256"] = model_hashes(self.out, done, self.cfg.pairs)
         total = times["wall_s"] + times["constants_s"]
         summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
                            "constants_share": times["constants_s"] / total if total else 0.0,

@@ -5,7 +5,8 @@
 too long as one line, and what was written removed), ``mapping`` (the one reader of a mapping from a YAML or
 JSON file: configs, specs, a run's JSON files), ``runstore`` (run directories and ``load_run``), ``metricslog``
 (the append-only metric logs), ``checkpoint`` (the whole state of a run after a round, for ``--resume``),
-``saved_models`` (global models as state dicts), ``summary`` (``summary.json``) and ``tensorboard`` (a run's
+``saved_models`` (global models as state dicts), ``updates`` (the client updates ``--store-updates`` keeps for
+unlearning, and the saved models' hashes), ``summary`` (``summary.json``) and ``tensorboard`` (a run's
 per-round scalars as TensorBoard events, from its ``metrics.csv``). Every file is written
 atomically (written whole beside the target, then renamed over it), except the logs' appended row groups:
 each is one ``write`` and ``fsync``, and readers take whole row groups only.

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # annotations only: imported on use
     import pandas as pd
 
 
+FIGURES_DIR = "figures"  # RUN/figures: what `stabkit bounds RUN --plot` and `stabkit privacy RUN --plot` draw
+
 def require_out(out) -> None:
     """Refuse an empty ``--out`` (it would silently mean the current directory)."""
     if out is not None and not str(out).strip():

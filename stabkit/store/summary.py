@@ -1,8 +1,12 @@
 """The short summary of a paired run (``summary.json`` and the CLI's closing lines)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # summarize takes the run's frame; pandas itself is not needed to import this module
+    import pandas as pd
 
 
 def _stats(values) -> dict:
@@ -44,8 +48,31 @@ def summarize(df: pd.DataFrame, status: str, diverged_round, wall_s: float, roun
     return s
 
 
-def format_summary(s: dict) -> str:
-    """A few human-readable lines."""
+# The phases of a run's time line: (label, key of the time accounts); what they leave is "other".
+PHASES = (("start-up", "startup_s"), ("training", "train_s"), ("evaluation", "eval_s"), ("sharpness", "sharpness_s"),
+          ("writing", "checkpoint_s"), ("constants", "constants_s"))
+
+
+def time_line(times: dict, total_s: float) -> str:
+    """``time: T s (start-up a%, training b%, ...)``: each phase of ``times`` as a share of ``total_s``, and the
+    rest as ``other``; whole percents that add up to 100 (largest remainders), a phase under half a percent
+    left out."""
+    if total_s <= 0:
+        return "time: 0 s"
+    parts = [(label, times[key]) for label, key in PHASES if times.get(key, 0.0) > 0]
+    parts.append(("other", max(0.0, total_s - sum(v for _, v in parts))))
+    exact = [100 * v / max(total_s, sum(v for _, v in parts)) for _, v in parts]
+    whole = [int(e) for e in exact]
+    for i in sorted(range(len(exact)), key=lambda i: whole[i] - exact[i])[: 100 - sum(whole)]:
+        whole[i] += 1
+    shares = ", ".join(f"{label} {w}%" for (label, _), w in zip(parts, whole) if w)
+    return f"time: {total_s:.3g} s ({shares})"
+
+
+def format_summary(s: dict, startup_s: float = None, process_s: float = None) -> str:
+    """A few human-readable lines. With ``startup_s`` and ``process_s`` (the command line's: the process's
+    start-up before the run, and its whole time so far) the time line covers the whole process, else the run's
+    own accounts (rounds and constants)."""
     fd, md = s["final_disc"], s["max_disc"]
     lines = [
         f"status: {s['status']}" + (f" at round {s['diverged_round']}" if s.get("diverged_round") else "")
@@ -55,13 +82,14 @@ def format_summary(s: dict) -> str:
         f"max over rounds:   mean {md['mean']:.4g} ± {md['std']:.3g} [max {md['max']:.4g}]",
     ]
     if "final_gap" in s:
-        lines.append(f"final gap (test - train loss): {s['final_gap']['mean']:.4g} ± {s['final_gap']['std']:.3g}; "
-                     f"test acc {s['final_test_acc']['mean']:.3f}")
+        acc = s["final_test_acc"]["mean"]  # NaN for a regression task: it has no accuracy to print
+        lines.append(f"final gap (test - train loss): {s['final_gap']['mean']:.4g} ± {s['final_gap']['std']:.3g}"
+                     + (f"; test acc {acc:.3f}" if np.isfinite(acc) else ""))
     if "time" in s:
         t = s["time"]
-        sharp = f", sharpness {t['sharpness_share']:.0%}" if t.get("sharpness_share") else ""
-        lines.append(f"time: {t['total_s']:.3g} s (training {t['train_s'] / t['total_s']:.0%}, evaluation "
-                     f"{t['eval_share']:.0%}{sharp}, constants {t['constants_share']:.0%})" if t["total_s"]
-                     else "time: 0 s")
+        if process_s is None:
+            lines.append(time_line(t, t["total_s"]))
+        else:
+            lines.append(time_line({**t, "startup_s": startup_s}, process_s))
     lines.append(f"written to {s['out']}")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ import socket
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from stabkit.engine.alloc import apply_at_start
+from stabkit.engine import machine
 from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.sweep.job import execute_job
@@ -89,7 +89,7 @@ _WORKER_GPUS: list = []  # the GPU ids this pool worker was given (set by _start
 def _start_worker(counter, share: float, gpus: int) -> None:
     """A pool worker's start, before torch is imported: the allocator policy, and its GPUs by its number k
     (k % GPUs for a fraction, k*share.. for whole GPUs), set in ``CUDA_VISIBLE_DEVICES``."""
-    apply_at_start()
+    machine.apply()
     with counter.get_lock():
         k = counter.value
         counter.value += 1

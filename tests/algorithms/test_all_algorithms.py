@@ -16,6 +16,7 @@ from stabkit.run.experiment import PairedRun
 from tests.helpers import metrics, tiny_run
 
 TWO_GRADIENTS = {"fedsam", "mofedsam", "fedasam"}
+POPULATION_SCALED = {"feddyn", "scaffold"}  # server rules with s / M
 COMMON = dict(rounds=4, pairs=2, local_steps=3, eval_every=2, local_rounds=(1,))
 
 
@@ -60,3 +61,21 @@ def test_gradient_evaluations_per_local_step(algo, expected):
     assert [run.step().grad_evals for t in range(3)] == [expected] * 3
     run = PairedRun(RunConfig(algo=algo, rounds=2, pairs=1, local_steps=3))
     assert [run.step().grad_evals for t in range(2)] == [expected] * 2
+
+
+@pytest.mark.parametrize("perturb", ["remove-client", "remove-sample"])
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
+def test_removal_separates_the_runs_exactly_from_the_first_hit(algo, perturb):
+    """Leave-one-out pairs run for every algorithm: B stays exactly A until the removed client is sampled
+    (remove-client) or the removed sample is drawn (remove-sample), and differs from then on. Rules that scale
+    by the population (FedDyn's and SCAFFOLD's s / M) read B's M - 1 and separate the runs whether or not the
+    removed client was sampled."""
+    run = PairedRun(RunConfig(algo=algo, perturb=perturb, clients_per_round=4, **COMMON))
+    hit = np.zeros(run.cfg.pairs, dtype=bool)
+    for _ in range(run.cfg.rounds):
+        hit |= run.step().hit
+        disc = run.engine.discrepancy()
+        assert np.isfinite(disc).all()
+        if not (algo in POPULATION_SCALED and perturb == "remove-client"):
+            assert ((disc > 0) == hit).all(), (disc, hit)
+    assert hit.any() and (disc > 0).any()

@@ -168,3 +168,20 @@ def test_noise_and_sensitivity_do_not_depend_on_how_pairs_are_chunked(monkeypatc
     for a in records:
         assert np.array_equal(a.dp_sensitivity, chunked.step().dp_sensitivity)
     assert torch.equal(whole.engine.x, chunked.engine.x)
+
+
+def test_the_engine_asks_the_algorithm_what_it_requires_and_wrappers_pass_it_on():
+    """Sensitivities are measured because the algorithm requires them (a capability), not because the engine
+    finds a DP class: DP around a named wrapper asks, any wrapper around a DP layer passes the request on,
+    FedAvg asks nothing."""
+    from stabkit.algorithms.base import CLIENT_SENSITIVITIES, Wrapper
+
+    class Outer(Wrapper):
+        tag, tag_title = "outer", "Outer"
+
+    run = perturbed_run(algo="fedsam", wrap=f"dp:clip={CLIP},noise_multiplier={Z}")
+    assert CLIENT_SENSITIVITIES in run.algo.requires() and run.engine.measure_sensitivity
+    assert run.step().dp_sensitivity is not None
+    assert Outer(inner=run.algo).requires() == {CLIENT_SENSITIVITIES}
+    plain = perturbed_run(algo="fedavg")
+    assert plain.algo.requires() == frozenset() and not plain.engine.measure_sensitivity

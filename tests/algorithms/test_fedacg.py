@@ -1,6 +1,6 @@
-"""FedACG's pinned update rule (fedsagd.md §2.9).
+"""FedACG's pinned update rule (FedSAGD paper App. C.9).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
-"""FedAdam's pinned server rule (fedsagd.md §2.6).
+"""FedAdam's pinned server rule (Reddi et al. 2021; FedSAGD paper App. C.6).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

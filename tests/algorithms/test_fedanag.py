@@ -1,6 +1,6 @@
-"""FedANAG's pinned update rule (fedsagd.md §2.10).
+"""FedANAG's pinned update rule (FedSAGD paper App. C.10; server rule from the authors' code).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

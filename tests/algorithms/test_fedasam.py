@@ -1,6 +1,7 @@
-"""FedASAM's pinned update rule (fedswa.md §1.8): adaptive SAM around FedAvg's client rule.
+"""FedASAM's pinned update rule (Caldarola et al. 2022; a FedSWA-paper baseline): adaptive SAM around FedAvg's
+client rule.
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

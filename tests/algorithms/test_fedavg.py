@@ -1,6 +1,6 @@
-"""FedAvg's pinned update rule (fedsagd.md §2.1), with the engine's shared knobs.
+"""FedAvg's pinned update rule (FedSAGD paper App. C.1), with the engine's shared knobs.
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
-"""FedCM's pinned update rule, both server steps (fedsagd.md §2.7).
+"""FedCM's pinned update rule, both server steps (FedSAGD paper App. C.7).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

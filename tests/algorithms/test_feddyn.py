@@ -1,6 +1,6 @@
-"""FedDyn's pinned update rule (fedsagd.md §2.4), on the three-client problem (per-client h_i).
+"""FedDyn's pinned update rule (FedSAGD paper App. C.4), on the three-client problem (per-client h_i).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest
@@ -43,8 +43,8 @@ def test_feddyn_original_server_needs_positive_lambda():
 @pytest.mark.parametrize("anchor,aggregation", [("x_t", "model_avg"), ("start", "model_avg"),
                                                 ("start", "delta_from_init")])
 def test_feddyn_with_ri_anchor(anchor, aggregation):
-    """FedDyn + RI (fedinit.md §1.3): y <- y - lr (g(y) - h_i + lam (y - a)) with a = x_t (default) or the relaxed
-    start y_0 (the FedInit code); h_i <- h_i - lam (y_K - a); h <- h - lam (s/M) mean(y_K - a);
+    """FedDyn + RI (FedInit paper, Table 6): y <- y - lr (g(y) - h_i + lam (y - a)) with a = x_t (default) or the
+    relaxed start y_0 (the FedInit code); h_i <- h_i - lam (y_K - a); h <- h - lam (s/M) mean(y_K - a);
     x <- x + mean(upload) - h/lam, upload y_K - x_t (model_avg) or y_K - y_0 (delta_from_init)."""
     beta, lam = 0.4, 0.5
     run = tiny_run("feddyn", {"lam": lam, "anchor": anchor}, rounds=3, ri_beta=beta, ri_aggregation=aggregation)

@@ -1,7 +1,7 @@
-"""FedInit (fedinit.md §1.1-1.2) on the three-client problem: the returning client starts from its
-stale last local model.
+"""FedInit (FedInit paper, Algorithm 1; the authors' code's delta_from_init aggregation) on the three-client
+problem: the returning client starts from its stale last local model.
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,6 +1,7 @@
-"""FedLESAM's pinned update rule (fedswa.md §1.8), with per-client state on the three-client problem.
+"""FedLESAM's pinned update rule (Fan et al. 2024; a FedSWA-paper baseline), with per-client state on the
+three-client problem.
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
-"""FedLNAG's pinned update rules, both momentum forms and synchronisations (fedsagd.md §2.5).
+"""FedLNAG's pinned update rules, both momentum forms and synchronisations (FedSAGD paper App. C.5; the authors' code).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
-"""FedProx's pinned update rule (fedsagd.md §2.2).
+"""FedProx's pinned update rule (FedSAGD paper App. C.2).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

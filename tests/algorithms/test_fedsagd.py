@@ -1,6 +1,6 @@
-"""FedSAGD's pinned update rule (Algorithm 1, fedsagd.md §2.12).
+"""FedSAGD's pinned update rule (FedSAGD paper, Algorithm 1).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
-"""The FedSWA family: FedSWA, FedMoSWA, FedMo (fedswa.md §1.2-1.6).
+"""The FedSWA family: FedSWA, FedMoSWA, FedMo (FedSWA paper, Eq. (3), Sections 3.2-3.3, Algorithm 1).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest
@@ -35,8 +35,8 @@ def test_fedmoswa_three_rounds_with_a_stale_client(option, init, denominator):
     """Eq. (5) y <- y - eta_k (g - c_i + m); Option II c_i^+ = c_i - m + (x - y_K) / sum_k eta_k, Option I
     c_i^+ = grad F_i(x); upload c_i^+ - m; m <- m + gamma mean_i (c_i^+ - m); x <- x + eta alpha mean(y - x).
     I_same_round: c_i = grad F_i(x) and m <- m + gamma mean(c_i - m) before the local steps, used in them.
-    init = grad: at round 0, c_i = grad F_i(x_0) for the sampled clients and m = their mean. The code's reading
-    (fedswa.md §1.10): init = first_upload sets m = mean upload in round 0 (gamma = 1 once), denominator = code
+    init = grad: at round 0, c_i = grad F_i(x_0) for the sampled clients and m = their mean. The authors' code's
+    reading: init = first_upload sets m = mean upload in round 0 (gamma = 1 once), denominator = code
     divides Option II by K eta_l (1 + rho)/2 instead of sum_k eta_k."""
     rho, alpha, gamma, eta, decay = 0.4, 1.5, 0.3, 0.9, 0.95
     run = run3("fedmoswa", {"rho": rho, "alpha": alpha, "gamma": gamma, "option": option, "init": init,
@@ -92,8 +92,8 @@ def test_fedmo_defaults_are_fedmoswa_without_swa():
 
 
 @pytest.mark.parametrize("algo,hp,ref,ref_hp,ref_kw", [
-    ("fedswa", {"rho": 1.0, "alpha": 1.5}, "fedavg", {}, {"global_lr": 1.5}),  # derived, fedswa.md §1.6
-    ("fedmoswa", {"rho": 1.0, "alpha": 1.0}, "fedmo", {}, {}),  # fedswa.md §1.5-1.6
+    ("fedswa", {"rho": 1.0, "alpha": 1.5}, "fedavg", {}, {"global_lr": 1.5}),  # derived: alpha is a server lr
+    ("fedmoswa", {"rho": 1.0, "alpha": 1.0}, "fedmo", {}, {}),  # FedSWA paper, ablation (ii): FedMo
 ])
 def test_other_reductions_are_bitwise(algo, hp, ref, ref_hp, ref_kw):
     for t, (ra, rb) in lockstep((algo, hp, {}), (ref, ref_hp, ref_kw)):

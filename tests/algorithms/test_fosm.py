@@ -1,6 +1,7 @@
-"""Libra's server momentum: FOSM, FedAvgM, FOSM-EMA and the second-order form (libra.md §1.1-1.3).
+"""Libra's server momentum: FOSM, FedAvgM, FOSM-EMA and the second-order form
+(Libra, Algorithm 1 option (ii) and App. D).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 
@@ -24,7 +25,7 @@ def test_fosm_three_rounds_libra_convention():
 
 
 def test_fedavgm_agrees_with_fedsagd_spec_sign_convention():
-    """fedsagd.md §2.11: m_{t+1} = beta m_t + mean_i (y_i - x_t), x_{t+1} = x_t + eta m_{t+1}; that buffer
+    """FedAvgM (Hsu et al. 2019): m_{t+1} = beta m_t + mean_i (y_i - x_t), x_{t+1} = x_t + eta m_{t+1}; that buffer
     is minus Libra's m (d = -delta), and the models agree."""
     beta, eta = 0.9, 0.5
     run = tiny_run("fedavgm", {"beta": beta}, global_lr=eta)
@@ -54,7 +55,7 @@ def test_fosm_ema_is_an_ema_of_d():
 
 
 def test_fosm_second_order_recursion():
-    """libra.md §1.3: x^{t+1} = (1 + beta) x^t - beta x^{t-1} - eta_g nu d^t (constant eta_g), with d^t
+    """Libra App. D: x^{t+1} = (1 + beta) x^t - beta x^{t-1} - eta_g nu d^t (constant eta_g), with d^t
     computed by hand from the engine's x^t."""
     beta, nu, eta = 0.5, 0.8, 0.9
     run = tiny_run("fosm", {"beta": beta, "nu": nu}, global_lr=eta)
@@ -70,7 +71,7 @@ def test_fosm_second_order_recursion():
 
 
 def test_fosm_beta0_is_server_sgd_with_scaled_global_lr():
-    """libra.md §1.2 / L-T1: option (ii) with beta = 0 and nu = 0.5 equals option (i) with eta_g <- nu eta_g
+    """Libra, Algorithm 1: option (ii) with beta = 0 and nu = 0.5 equals option (i) with eta_g <- nu eta_g
     (float64 real run; to 1e-12, the products are associated differently)."""
     nu, eta = 0.5, 0.8
     for t, (ra, rb) in lockstep(("fosm", {"beta": 0.0, "nu": nu}, dict(global_lr=eta)),

@@ -1,6 +1,6 @@
-"""MimeLite's pinned update rule (fedsagd.md §2.8).
+"""MimeLite's pinned update rule (FedSAGD paper App. C.8).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest
@@ -9,15 +9,15 @@ from tests.helpers import LR, K, grad, local_models, pair0, tiny_run
 
 
 def _step(i, y, beta, m, wd, placement):
-    if placement == "gradient":  # the FedSAGD spec's reading: decay inside g, scaled by 1 - beta
+    if placement == "gradient":  # the FedSAGD analysis's reading: decay inside g, scaled by 1 - beta
         return y - LR * ((1 - beta) * (grad(i, y) + wd * y) + beta * m)
     return y - LR * ((1 - beta) * grad(i, y) + beta * m + wd * y)  # reference code: on the final direction
 
 
 @pytest.mark.parametrize("placement", ["direction", "gradient"])
 def test_mimelite_three_rounds_full_gradient_at_x_t(placement):
-    """G_i = grad F_i(x_t) (+ wd x_t only under the spec's ``gradient`` placement; the MimeLite code's G_i
-    has no decay); y <- y - eta_l((1-beta) g + beta m) + decay; m <- (1-beta) mean G + beta m."""
+    """G_i = grad F_i(x_t) (+ wd x_t only under the FedSAGD analysis's ``gradient`` placement; the MimeLite
+    code's G_i has no decay); y <- y - eta_l((1-beta) g + beta m) + decay; m <- (1-beta) mean G + beta m."""
     beta, wd = 0.4, 0.05
     wd_state = wd if placement == "gradient" else 0.0
     x, m = np.zeros(2), np.zeros(2)

@@ -1,6 +1,6 @@
-"""MoFedSAM's pinned update rule (fedswa.md §1.8): SAM around FedCM's client rule.
+"""MoFedSAM's pinned update rule (Qu et al. 2022; a FedSWA-paper baseline): SAM around FedCM's client rule.
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
 """Known reductions between algorithms, bit for bit on a real paired run (digits MLP, minibatches, client
 perturbation, weight decay): one table, one FedAvg reference trajectory.
 
-Each row names the spec item it checks. Controls (settings that must *not* reduce) follow the table.
+Each row names the paper statement it checks. Controls (settings that must *not* reduce) follow the table.
 """
 import pytest
 import torch
@@ -12,27 +12,27 @@ from stabkit.run.experiment import PairedRun
 REDUCTION_RUN = dict(rounds=6, pairs=2, weight_decay=1e-3, eval_every=3)
 
 REDUCTIONS_TO_FEDAVG = [
-    ("fedprox", {"lam": 0.0}),  # fedsagd.md §2.2
-    ("fedsagd", {"beta": 0.0, "lam": 0.0, "mu": 0.0}),  # §2.12
+    ("fedprox", {"lam": 0.0}),  # FedSAGD paper App. C.2
+    ("fedsagd", {"beta": 0.0, "lam": 0.0, "mu": 0.0}),  # FedSAGD paper, Algorithm 1
     ("fedsagd", {"beta": 0.9, "beta_local": 0.0, "lam": 0.0, "mu": 0.0}),
-    ("feddyn", {"lam": 0.0, "server": "analysis"}),  # §2.4
-    ("fedlnag", {"beta": 0.0}),  # §2.5, every form
+    ("feddyn", {"lam": 0.0, "server": "analysis"}),  # App. C.4
+    ("fedlnag", {"beta": 0.0}),  # App. C.5, every form
     ("fedlnag", {"beta": 0.0, "momentum_form": "pytorch_nesterov", "momentum_sync": "average"}),
     ("fedlnag", {"beta": 0.0, "lookahead": "lr_beta", "momentum_sync": "average"}),
-    # §2.6: beta1 = 0, beta2 = 1 freezes v at its init; sqrt(v) + tau is exactly 1
+    # App. C.6: beta1 = 0, beta2 = 1 freezes v at its init; sqrt(v) + tau is exactly 1
     ("fedadam", {"beta1": 0.0, "beta2": 1.0, "v_init": "zeros", "tau": 1.0}),
     ("fedadam", {"beta1": 0.0, "beta2": 1.0, "v_init": "tau2", "tau": 0.5}),
-    ("fedcm", {"alpha": 1.0}),  # §2.7
-    ("mimelite", {"beta": 0.0}),  # §2.8
-    ("fedacg", {"lam": 0.0, "beta_acg": 0.0}),  # §2.9
-    ("fedanag", {"beta": 0.0}),  # §2.10
-    ("fosm", {"beta": 0.0, "nu": 1.0}),  # libra.md §1.2
-    ("fedavgm", {"beta": 0.0}),  # libra.md §1.2, fedswa.md §1.6
+    ("fedcm", {"alpha": 1.0}),  # App. C.7
+    ("mimelite", {"beta": 0.0}),  # App. C.8
+    ("fedacg", {"lam": 0.0, "beta_acg": 0.0}),  # App. C.9
+    ("fedanag", {"beta": 0.0}),  # App. C.10
+    ("fosm", {"beta": 0.0, "nu": 1.0}),  # Libra, Algorithm 1: (ii) with beta = 0, nu = 1 is (i)
+    ("fedavgm", {"beta": 0.0}),  # Libra: FedAvgM is FOSM with nu = 1
     ("fosm_ema", {"beta": 0.0}),  # nu = 1 - 0
-    ("fedinit", {"beta": 0.0, "aggregation": "model_avg"}),  # fedinit.md F-T1
+    ("fedinit", {"beta": 0.0, "aggregation": "model_avg"}),  # FedInit paper: beta = 0 is FedAvg
     ("fedinit", {"beta": 0.0, "aggregation": "delta_from_init"}),
-    ("fedswa", {"rho": 1.0, "alpha": 1.0}),  # fedswa.md §1.6
-    ("fedsam", {"rho": 0.0}),  # fedswa.md §1.8
+    ("fedswa", {"rho": 1.0, "alpha": 1.0}),  # FedSWA paper: rho = 1, alpha = 1 is FedAvg
+    ("fedsam", {"rho": 0.0}),  # SAM with rho = 0 is SGD
     ("fedsam", {"rho": 0.0, "ascent": "processed"}),
     ("fedasam", {"rho": 0.0}),
     ("mofedsam", {"rho": 0.0, "alpha_mo": 1.0}),

@@ -1,6 +1,6 @@
-"""The relaxed-initialisation wrapper as a run option (``ri_beta``; fedinit.md §1.3, Table 6).
+"""The relaxed-initialisation wrapper as a run option (``ri_beta``; FedInit paper, Table 6).
 
-Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+Expected values: the update rules written out in plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from tests.helpers import LR, K, grad, local_sgd, pair0, tiny_run
 
 @pytest.mark.parametrize("aggregation", ["model_avg", "delta_from_init"])
 def test_ri_run_option_on_fedprox(aggregation):
-    """Table 6 wiring (fedinit.md §1.3: only the start point moves): FedProx + RI starts from
+    """Table 6 wiring (FedInit paper: only the start point moves): FedProx + RI starts from
     x + beta (x - last_i) and keeps its prox anchor at x_t: y <- y - lr (g(y) + lam (y - x_t))."""
     beta, lam = 0.4, 0.5
     run = tiny_run("fedprox", {"lam": lam}, ri_beta=beta, ri_aggregation=aggregation)

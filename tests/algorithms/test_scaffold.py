@@ -1,7 +1,8 @@
-"""SCAFFOLD's pinned update rule (fedsagd.md §2.3) and the field's known bugs it guards against.
+"""SCAFFOLD's pinned update rule (option II; FedSAGD paper App. C.3) and the field's known bugs it guards against.
 
 Option II runs on the three-client problem (unequal client sizes, 2 of 3 clients per round), so a client
-skips a round, keeps its c_i and uses it when it returns. Expected values: the spec's formulas in plain numpy on the tiny problem of tests/helpers.py.
+skips a round, keeps its c_i and uses it when it returns. Expected values: the update rules written out in
+plain numpy on the tiny problem of tests/helpers.py.
 """
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ N3 = [len(b) for b in B3]
 
 
 def scaffold_ref(samples, decay, eta, bug=None):
-    """SCAFFOLD option II on task3; ``bug`` reproduces one of the field's mistakes (DESIGN.md)."""
+    """SCAFFOLD option II on task3; ``bug`` reproduces one of the mistakes seen in public implementations."""
     M = 3
     x, c, ci = np.zeros(2), np.zeros(2), [np.zeros(2) for _ in range(M)]
     for t, S in enumerate(samples):
@@ -69,7 +70,7 @@ def test_scaffold_three_rounds_unequal_sizes_partial_participation_and_field_bug
 @pytest.mark.parametrize("placement", ["direction", "gradient"])
 def test_scaffold_option_I_uses_full_gradient_at_x_t(placement):
     """Option I: c_i+ = grad F_i(x_t), two clients, three rounds; the weight decay is in every local step,
-    and in c_i+ only under the spec's ``gradient`` placement."""
+    and in c_i+ only under the FedSAGD analysis's ``gradient`` placement."""
     wd = 0.05
     wd_state = wd if placement == "gradient" else 0.0
     x, c, ci = np.zeros(2), np.zeros(2), [np.zeros(2), np.zeros(2)]

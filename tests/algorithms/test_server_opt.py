@@ -1,5 +1,5 @@
 """The server-optimizer slot (stabkit.algorithms.server_opt): a transform of the mean upload around any client
-rule. SCAFFOLD's clients with an Adam server, pinned against the two specs' formulas composed in plain numpy."""
+rule. SCAFFOLD's clients with an Adam server, pinned against the two rules composed in plain numpy."""
 import numpy as np
 import pytest
 

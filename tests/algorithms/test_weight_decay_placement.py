@@ -2,7 +2,7 @@
 
 ``direction`` (default, the reference codes' torch.optim.SGD(weight_decay=wd)): every local step is
 ``y - lr (direction + wd y)`` with the algorithm's direction built from the plain loss gradient, and no
-algorithm state holds a decay term; ``gradient`` (the FedSAGD spec's reading): ``wd y`` is added to the
+algorithm state holds a decay term; ``gradient`` (the FedSAGD analysis's reading): ``wd y`` is added to the
 loss gradient before the algorithm scales/mixes it. With wd = 0 the two placements are the same run bit for bit.
 """
 import numpy as np

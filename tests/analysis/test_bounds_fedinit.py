@@ -1,4 +1,5 @@
-"""FedInit bounds (stabkit/analysis/bounds/fedinit.py) against fedinit.md §2.5-§2.8, §3.1."""
+"""FedInit bounds (stabkit/analysis/bounds/fedinit.py) against the FedInit paper: Theorems 12, 15, 17 and 19, Table 3
+and the divergence recursion of Lemmas 23 and 26 (docs/bounds-reference.md)."""
 import numpy as np
 import pytest
 
@@ -15,7 +16,7 @@ def setting(algo="fedinit", T=20, K=3, lr=0.01, hp=None, g=None, s=5, M=10, n=50
                    constants=dict(CONST), measured={"grad_norm_sq": g})
 
 
-def test_beta_thresholds():  # §2.3 / §2.7 / §3.1 worked thresholds
+def test_beta_thresholds():  # beta < 1/sqrt(141) (kappa_beta, Thm 1), 1/sqrt(189) (C_beta, Thm 17), 1/sqrt(39) (Thm 6)
     assert round(1 / np.sqrt(141), 4) == 0.0842
     assert round(1 / np.sqrt(189), 4) == 0.0727
     assert round(1 / np.sqrt(39), 3) == 0.160
@@ -23,7 +24,7 @@ def test_beta_thresholds():  # §2.3 / §2.7 / §3.1 worked thresholds
         assert fi.C_beta(beta) == pytest.approx(1 / (1 - 189 * beta ** 2), rel=1e-12)
 
 
-def test_t0_star_balances_terms():  # §2.6: both terms equal at t0*, and eq. (8) is their sum
+def test_t0_star_balances_terms():  # Theorem 12: both terms equal at t0*, and eq. (8) is their sum
     T, N, U, K, C, S, sl, LG, L, c, beta = 1000.0, 5, 2.0, 3, 10, 50, 0.7, 1.2, 2.0, 0.05, 0.05
     k = fi.Thm12(N, U, K, C, S, sl, LG, L)
     t0 = fi.t0_star(T, k, c, beta, clamp=False)
@@ -39,7 +40,7 @@ def test_t0_star_balances_terms():  # §2.6: both terms equal at t0*, and eq. (8
     assert te / t0 == pytest.approx((c * K * L) ** (1 / (1 + c * K * L)))
 
 
-def test_schedule_form_constant_and_c_over_t():  # §3.1 general-schedule form
+def test_schedule_form_constant_and_c_over_t():  # Theorem 12's proof before eta = c/t: any lr schedule
     args = (fi.Thm12(5, 2.0, 3, 10, 50, 0.7, 1.2, 2.0),)
     eta, T, t0 = 0.01, 100, 10
     v = fi.thm12_schedule(np.full(100, eta), T, t0, *args, 0.05)
@@ -51,7 +52,7 @@ def test_schedule_form_constant_and_c_over_t():  # §3.1 general-schedule form
         fi.thm12_schedule(np.full(100, eta), T, t0, *args, 0.0))
 
 
-def test_premise_flag_flips():  # R2: premise only for beta ~ cKL/(2T^2)
+def test_premise_flag_flips():  # Thm 12's premise (1 + 2 beta) phi(t) <= phi(t-1) holds only for beta ~ cKL/(2T^2)
     c, K, L = 0.1, 3, 2.0
     lr = c / np.arange(1, 51)
     assert fi.premise_ok(lr, K, L, 0.0, 1)
@@ -78,7 +79,7 @@ def test_divergence_recursion_equals_closed_form():  # forward form, constant lr
     a = 189 * beta ** 2
     b = 132 * eta ** 2 * K * (sl2 + 6 * K * sg2) + 804 * eta ** 2 * K ** 2 * g
     np.testing.assert_allclose(D, b * (a ** np.arange(41) - 1) / (a - 1), rtol=1e-9)
-    # R3 steady state
+    # steady state b / (1 - 189 beta^2): the bound grows with beta
     assert D[-1] == pytest.approx(b / (1 - a), rel=1e-9)
     # literal (exact substitution) <= forward (simplified with eta K L <= 1) when eta K L <= 1
     lit = fi.divergence_literal(np.full(40, eta), K, 2.0, beta, sl2, sg2, np.full(41, g))

@@ -1,4 +1,5 @@
-"""FedSAGD-paper stability bounds (fedsagd.md §3): worked numbers of §3.5, recursion == closed form, conditions."""
+"""FedSAGD-paper stability bounds (Table 1, Theorem C.12; docs/bounds-reference.md): the bounds evaluated at the
+paper's CIFAR-10 and EMNIST settings and in a small-problem regime (Theta = 1), recursion == closed form, conditions."""
 import numpy as np
 import pytest
 
@@ -7,8 +8,8 @@ from stabkit.analysis.bounds import Setting, bounds_for, registered
 from stabkit.analysis.bounds.fedsagd import FORMS, evaluate, fedsagd_constants, round_coeffs, theta_lemma_c1
 from stabkit.analysis.bounds.fedsagd_local import LOCAL_ALGOS, local_bound
 
-CIFAR = dict(beta=0.9, lam=0.01, mu=0.001)  # §3.5 paper CIFAR-10 setting: eta_l = 0.1, K = 25
-SMALL = dict(beta=0.9, lam=1.0, mu=0.1)  # §3.5 small-problem regime: eta_l = 0.05, K = 10
+CIFAR = dict(beta=0.9, lam=0.01, mu=0.001)  # the paper's CIFAR-10 setting: eta_l = 0.1, K = 25
+SMALL = dict(beta=0.9, lam=1.0, mu=0.1)  # a small-problem regime (1/Gamma ~ 25 rounds): eta_l = 0.05, K = 10
 FEDCM = dict(alpha=0.1, server="gradient")  # the analysed parametrisation (eta_g in gradient units)
 
 
@@ -20,9 +21,9 @@ def last(algo, K, T, eta_l, **kw):
     return evaluate(algo, K, T, eta_l, theta=1.0, **kw)["bound_global"][-1]
 
 
-# ---------------------------------------------------------------------------- §3.5 CIFAR-10 / EMNIST settings
+# ---------------------------------------------------------------------------- the paper's CIFAR-10 / EMNIST settings
 
-def test_cifar_constants_and_T2000():  # §3.5
+def test_cifar_constants_and_T2000():  # Gamma, zeta of Theorem C.12 / eq. (3)
     k = fedsagd_constants(0.1, 25, 0.01, 0.001)
     sig4(float(k["Gamma"]), 2.46728e-3)
     sig4(float(k["zeta"]), 2.46728)
@@ -35,11 +36,11 @@ def test_cifar_constants_and_T2000():  # §3.5
     sig4(last("fedavg", 25, 2000, 0.1), 10000)
     sig4(last("fedprox", 25, 2000, 0.1, lam=0.001), 9988.0)
     sig4(last("fedavg", 25, 2000, 0.1, form="wd", w=1e-3), 1986.5)
-    # §3.6 item 4: Table-1 / theorem ratio 36.85
+    # Table 1 replaces Theorem C.12's zeta by 1/(lambda + mu): 36.85 times looser here (docs/errata.md)
     sig4(139013.42 / 3772.83, 36.85)
 
 
-def test_cifar_T500_and_crossover():  # §3.5
+def test_cifar_T500_and_crossover():  # theorem form above FedAvg's until T = 578
     sig4(last("fedsagd", 25, 500, 0.1, form="theorem", **CIFAR), 2695.0)
     sig4(last("fedavg", 25, 500, 0.1), 2500)
     r = evaluate("fedsagd", 25, 2000, 0.1, theta=1.0, form="theorem", **CIFAR)
@@ -51,16 +52,16 @@ def test_cifar_T500_and_crossover():  # §3.5
     assert np.all(t1[1:] > fa[1:])
 
 
-def test_emnist_setting():  # §3.5: eta_l = 0.001, K = 40
+def test_emnist_setting():  # the paper's EMNIST setting: eta_l = 0.001, K = 40
     r = evaluate("fedsagd", 40, 2000, 0.001, theta=1.0, form="theorem", **CIFAR)
     sig4(r["bound_global"][-1], 292.1)
     sig4(last("fedavg", 40, 2000, 0.001), 160)
     assert r["derived"]["crossover_T_vs_fedavg"] == 36439
 
 
-# ---------------------------------------------------------------------------- §3.5 small-problem regime
+# ---------------------------------------------------------------------------- small-problem regime
 
-def test_small_problem_fedsagd():  # §3.5
+def test_small_problem_fedsagd():  # Theorem C.12 and Table 1 forms
     k = fedsagd_constants(0.05, 10, 1.0, 0.1)
     sig4(float(k["q"]), 0.567960)
     sig4(float(k["Gamma"]), 0.0392763)
@@ -81,13 +82,13 @@ def test_small_problem_fedsagd():  # §3.5
     ("fedavg", {}, 1.0), ("fedprox", dict(lam=1.0), 0.80253), ("feddyn", dict(lam=1.0), 1.60505),
     ("scaffold", {}, 3.0), ("fedanag", dict(beta=0.9), 10.0), ("fedacg", dict(lam=0.9, beta_acg=0.0), 11.0),
     ("fedadam", dict(tau=1e-3), 1000.0), ("fedcm", FEDCM, 2.0)])
-def test_small_problem_linear(algo, kw, per_T):  # §3.5
+def test_small_problem_linear(algo, kw, per_T):  # Table 1's O(T) rows
     v = evaluate(algo, 10, 100, 0.05, theta=1.0, **kw)["bound_global"]
     for T in (1, 10, 50, 100):
         sig4(v[T], per_T * T)
 
 
-def test_small_problem_wd_and_local():  # §3.5
+def test_small_problem_wd_and_local():  # FedAvg + weight decay, local bounds at k = K
     v = evaluate("fedavg", 10, 100, 0.05, theta=1.0, form="wd", w=0.1)["bound_global"]
     for T, ref in zip((1, 10, 50, 100), (0.9778, 7.885, 18.369, 19.867)):
         sig4(v[T], ref)
@@ -108,7 +109,7 @@ HP = dict(beta=0.9, lam=0.5, mu=0.1, tau=1e-2, alpha=0.2, beta_acg=0.0, server="
 
 @pytest.mark.parametrize("algo", LOCAL_ALGOS)
 @pytest.mark.parametrize("eta", [1.0, 0.7, 1.3])
-def test_recursion_matches_closed_form(algo, eta):  # §7 contract
+def test_recursion_matches_closed_form(algo, eta):  # the per-round recursion equals its closed form
     for form in FORMS[algo]:
         if form == "rigorous":
             continue
@@ -120,7 +121,7 @@ def test_recursion_matches_closed_form(algo, eta):  # §7 contract
 
 @pytest.mark.parametrize("algo", LOCAL_ALGOS)
 @pytest.mark.parametrize("form", ["paper", "l1"])
-def test_local_recursion_matches_closed_form(algo, form):  # §3.4
+def test_local_recursion_matches_closed_form(algo, form):  # local stability (Figure 1), paper and L1 forms
     values, closed, _ = local_bound(algo, 12, 0.04, 1.3, form, beta=0.8, lam=0.7, mu=0.2, alpha=0.3)
     np.testing.assert_allclose(values, closed, rtol=1e-9, atol=1e-12)
     assert values[0] == 0
@@ -129,7 +130,7 @@ def test_local_recursion_matches_closed_form(algo, form):  # §3.4
                                             alpha=0.3)[0] + 1e-12)
 
 
-def test_global_lr_extension_and_schedule():  # §3.2
+def test_global_lr_extension_and_schedule():  # a -> |1 - eta| + eta a, b -> eta b (docs/errata.md)
     a, b, _ = round_coeffs("fedsagd", "theorem", 10, 0.05, 1.0, **SMALL)
     a2, b2, c2 = round_coeffs("fedsagd", "corrected", 10, 0.05, 1.0, eta=1.5, **SMALL)
     assert a2[0] == pytest.approx(0.5 + 1.5 * a[0]) and b2[0] == pytest.approx(1.5 * b[0])
@@ -146,7 +147,7 @@ def test_global_lr_extension_and_schedule():  # §3.2
     assert a5[0] == pytest.approx(1.0)
 
 
-def test_lemma_c1_and_rigorous():  # §1.5, §3.6 item 2
+def test_lemma_c1_and_rigorous():  # Lemma C.1; the measured ||v_t|| in place of Theta (docs/errata.md)
     assert theta_lemma_c1(1.0, 2.0, 3.0) == pytest.approx(np.sqrt(1 + 8 + 6))
     r = evaluate("fedsagd", 10, 5, 0.05, sigma_l=0.6, sigma_g=0.0, phi=0.32, form="theorem", **SMALL)
     assert r["bound_global"][1] == pytest.approx(1.4925)  # Theta = sqrt(0.36 + 0.64) = 1
@@ -160,7 +161,7 @@ def test_lemma_c1_and_rigorous():  # §1.5, §3.6 item 2
 
 # ---------------------------------------------------------------------------- conditions flip
 
-def test_conditions_flip():  # §3.1, §3.2, §3.6
+def test_conditions_flip():  # Theorem C.12's mu > 0 and 0 < eta_l (lambda + mu) <= 1
     ok = evaluate("fedsagd", 10, 5, 0.05, theta=1.0, form="theorem", **SMALL)["conditions"]
     assert all(ok.values())
     bad = evaluate("fedsagd", 10, 5, 0.05, theta=1.0, form="theorem", beta=0.9, lam=1.0, mu=0.0)

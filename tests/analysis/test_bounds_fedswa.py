@@ -1,4 +1,5 @@
-"""FedSWA / FedMoSWA bounds (stabkit/analysis/bounds/fedswa.py) against fedswa.md §2.7-§2.13; Hardt et al. reference."""
+"""FedSWA / FedMoSWA bounds (stabkit/analysis/bounds/fedswa.py) against the FedSWA paper: Theorem 5.1, the recursion
+of its proof (as printed, corrected, extended) and Table 1 (docs/bounds-reference.md); Hardt et al. reference."""
 import numpy as np
 import pytest
 
@@ -20,7 +21,7 @@ def setting(algo="fedswa", T=20, K=5, lr=None, hp=None, s=10, M=10, n=50, global
                    measured=measured or {})
 
 
-def test_multipliers_section_2_10():  # fedswa.md §2.10 table
+def test_multipliers_section_2_10():  # Thm 5.1's c~ printed and corrected at K = 50, T = 1000, rho = 0.1
     assert sig4(fs.c_tilde_printed(50, 1000)) == pytest.approx(5.63e11, rel=1e-3)
     assert round(fs.c_tilde_corrected(50, 1000), 4) == 1.0010
     got = {K: fs.c_tilde_printed(K, 1000) for K in (1, 2, 5, 10, 20)}
@@ -30,11 +31,11 @@ def test_multipliers_section_2_10():  # fedswa.md §2.10 table
     assert sig4(fs.lr_sum(1.0, 0.1, 50)) == 27.95
     assert sig4(np.exp(1 + 1 / 1000)) == 2.721
     assert fs.b_tilde_printed(50, 1000, 1.0, 1.0) - 1 < 1e-80  # "1 + O(1e-83)"
-    # B5: printed c~ increasing in K
+    # printed c~ increasing in K
     assert all(np.diff([fs.c_tilde_printed(K, 1000) for K in range(1, 60)]) > 0)
 
 
-def test_c_tilde_from_step_sizes():  # §2.7: eta = 1/(beta K T) gives c_t = 1 + 1/(KT), beta eta~ = 1/T
+def test_c_tilde_from_step_sizes():  # Thm 5.1: eta = 1/(beta K T) gives c_t = 1 + 1/(KT), beta eta~ = 1/T
     beta, K, T = 2.0, 7, 30
     ax = fs.aux(np.full(K, 1 / (beta * K * T)), beta)
     ct = 1 + (1 + ax["c"]) ** (K - 1) * beta * ax["eta_tilde"]
@@ -45,31 +46,31 @@ def test_c_tilde_from_step_sizes():  # §2.7: eta = 1/(beta K T) gives c_t = 1 +
     assert ax["P"] <= np.exp(beta * ax["eta_tilde"])
 
 
-def test_local_lr_schedule():  # §1.2
+def test_local_lr_schedule():  # Eq. (3): linear decay from eta_l to rho eta_l
     eta = fs.local_lrs(0.1, 0.1, 50)
     assert eta[0] == 0.1 and eta.sum() == pytest.approx(fs.lr_sum(0.1, 0.1, 50))
     assert eta[-1] == pytest.approx(0.1 * (0.1 + 0.9 / 50))
 
 
-def test_printed_recursion_equals_unrolled_sum_and_theorem():  # §2.9 (A) eq. (31) == recursion; <= Thm 5.1
+def test_printed_recursion_equals_unrolled_sum_and_theorem():  # as printed: eq. (31) == recursion; <= Thm 5.1
     beta, K, T, L, sg, s, m, n = 2.0, 5, 40, 3.0, 0.4, 0.7, 10, 50
     eta = np.full((T, K), 1 / (beta * K * T))
     pr = fs.SWAProblem(beta, L, s, sg, m, n)
     d = fs.recursion(eta, pr, form="paper")
     assert d[-1] == pytest.approx(fs.printed_unrolled(eta, pr), rel=1e-9)
     assert L * d[-1] <= fs.thm51(pr, T, K) * (1 + 1e-12)
-    # corrected <= printed, FedMoSWA <= FedSWA (B1)
+    # corrected <= printed, FedMoSWA <= FedSWA
     dc = fs.recursion(eta, pr, form="corrected")
     assert np.all(dc <= d + 1e-15)
     assert fs.thm51(pr, T, K, mo=True) <= fs.thm51(pr, T, K)
     diff = fs.thm51(pr, T, K) - fs.thm51(pr, T, K, mo=True)
     assert diff == pytest.approx(2 * L / (m * n * beta) * np.exp(1 + 1 / T) * (fs.c_tilde_printed(K, T) - 1) * sg)
-    # B3: 1/(mn) scaling
+    # 1/(mn) scaling
     assert fs.thm51(pr._replace(m=2 * m), T, K) == pytest.approx(fs.thm51(pr, T, K) / 2)
     assert fs.thm51(pr, T, K, factor2=False) == pytest.approx(fs.thm51(pr, T, K) / 2)
 
 
-def test_corrected_mo_differs_only_in_sigma_g():  # §2.9 (B) consequence
+def test_corrected_mo_differs_only_in_sigma_g():  # corrected recursion: FedMoSWA differs in the sigma_g term only
     beta, K, T, L, s, m, n = 2.0, 5, 10, 3.0, 0.7, 10, 50
     eta = np.full((T, K), 1 / (beta * K * T))
     a = fs.recursion(eta, fs.SWAProblem(beta, L, s, 0.0, m, n), form="corrected")
@@ -81,7 +82,7 @@ def test_corrected_mo_differs_only_in_sigma_g():  # §2.9 (B) consequence
     assert np.all(c <= e) and c[-1] < e[-1]
 
 
-def test_extension_alpha():  # §2.9 (C): alpha = 1 equals (B); alpha = 1.5 grows faster
+def test_extension_alpha():  # extension (not in the paper): alpha = 1 equals corrected; alpha = 1.5 grows faster
     beta, K, T = 2.0, 5, 10
     eta = np.full((T, K), 0.01)
     b = fs.recursion(eta, fs.SWAProblem(beta, 3.0, 0.7, 0.4, 10, 50), form="corrected")

@@ -1,4 +1,5 @@
-"""Libra bounds (stabkit/analysis/bounds/libra.py) against libra.md §2.3-§3.5."""
+"""Libra bounds (stabkit/analysis/bounds/libra.py) against the Libra paper: the stability recursions of Lemma 6 and
+App. D, Theorems 1-4, Corollary 1 and the conditions they need (docs/bounds-reference.md)."""
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ def setting(algo="fedavg", T=30, K=3, lr=None, global_lr=1.0, hp=None, measured=
                    constants=dict(CONST), measured=measured or {}, options=options or {})
 
 
-def test_r1_recursion_equals_closed_form():  # §3.1 S-R1, eta_g = 1
+def test_r1_recursion_equals_closed_form():  # S-R1 (Lemma 6, Young's inequality corrected), eta_g = 1
     s = lb.stability_r1(np.full(40, 0.01), 1.0, PR)
     cf = lb.stability_r1_closed(40, 0.01, PR)
     np.testing.assert_allclose(s, cf, rtol=1e-9)
@@ -35,7 +36,7 @@ def test_registered_recursions_match_closed_forms():
                      ("libra.excess_risk", "unavailable")}
 
 
-def test_r1_reduces_to_lemma6_minimised_over_p():  # §2.8 R1: min_p of Young's bound
+def test_r1_reduces_to_lemma6_minimised_over_p():  # Lemma 6's proof: S-R1 is Young's bound minimised over p
     s_t, eg, p0, n0 = 0.7, 0.4, 1.3, 0.05
     ps = np.logspace(-4, 4, 20001)
     brute = np.min((1 + ps) * (1 - eg) ** 2 * s_t + (1 + 1 / ps) * eg ** 2 * (p0 * s_t + n0))
@@ -43,7 +44,7 @@ def test_r1_reduces_to_lemma6_minimised_over_p():  # §2.8 R1: min_p of Young's 
     assert closed == pytest.approx(brute, rel=1e-6)
 
 
-def test_fosm_reduces_to_server_sgd_at_beta0():  # §1.2 reduction; eq. (25) with beta=0, nu=1, eta_g=1 -> S-R1
+def test_fosm_reduces_to_server_sgd_at_beta0():  # Algorithm 1 (ii) -> (i); eq. (25) with beta=0, nu=1, eta_g=1 -> S-R1
     a = lb.stability_fosm(np.full(20, 0.01), 1.0, PR, beta=0.0, nu=1.0)
     b = lb.stability_r1(np.full(20, 0.01), 1.0, PR)
     np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -52,7 +53,7 @@ def test_fosm_reduces_to_server_sgd_at_beta0():  # §1.2 reduction; eq. (25) wit
     assert np.all(a3 >= a1)
 
 
-def test_fosm_q_threshold_and_printed_psi_beta_negative():  # §2.11: q<1 for beta < (sqrt3-1)/2 ~ 0.366
+def test_fosm_q_threshold_and_printed_psi_beta_negative():  # App. D: q = 2 beta (1 + beta) < 1 for beta < 0.366
     beta = (np.sqrt(3) - 1) / 2
     assert round(beta, 4) == 0.3660
     assert 2 * beta * (1 + beta) == pytest.approx(1.0)
@@ -61,17 +62,17 @@ def test_fosm_q_threshold_and_printed_psi_beta_negative():  # §2.11: q<1 for be
     assert lb.geometric_sum(1.0, 7) == 7
 
 
-def test_psi0_below_2_in_lemma5_window():  # §2.8: eta_l <= 1/(8KL) => psi0 <= 2
+def test_psi0_below_2_in_lemma5_window():  # Lemma 5: eta_l <= 1/(8KL) => psi0 = (1 + 4 eta_l L)^K <= 2
     for K in (1, 5, 50):
         assert lb.psi0(1 / (8 * K * 2.0), 2.0, K) <= 2.0
 
 
-def test_thm2_safe_vs_paper():  # L-U11: safe constant c zeta(1 + c psi) >= 1/psi
+def test_thm2_safe_vs_paper():  # Thm 2's tail sum from tau = 1: safe constant c zeta(1 + c psi) >= 1/psi
     p, ps, c = 1.6, 3.0, 0.4
     assert lb.thm2_safe(100, p, ps, c) >= lb.thm2_paper(100, p, ps, c)
 
 
-def test_lemma1_and_e_min():  # §2.7 Lemma 1 and §3.3 eq. (23)
+def test_lemma1_and_e_min():  # Lemma 1 (step-size tuning) and the minimum excess risk of eq. (23)
     val, eta = lb.lemma1_opt(1.0, 2.0, 3.0, 4.0, 100)
     assert val == pytest.approx(2 * np.sqrt(0.02) + 2 * 3 ** (1 / 3) * 0.01 ** (2 / 3) + 0.04)
     assert eta == pytest.approx(min(0.25, np.sqrt(1 / 200), (1 / 300) ** (1 / 3)))
@@ -82,7 +83,7 @@ def test_lemma1_and_e_min():  # §2.7 Lemma 1 and §3.3 eq. (23)
     assert r2["value"] != r["value"]
 
 
-def test_conditions_flip():  # §3.5
+def test_conditions_flip():  # Lemmas 2, 5, 7, Theorems 2-4 and eq. (25)
     ok = setting(K=2, lr=1 / (12 * 2 * 2.0), global_lr=1 / 480.0 * 11, T=1, b=10, n=100, options={"c": 0.5})
     bad = setting(K=2, lr=0.5, T=30)
     cb = [b for b in bounds_for(ok) if b.name == "libra.stability" and b.form == "paper"][0].conditions
@@ -100,7 +101,7 @@ def test_conditions_flip():  # §3.5
     assert fb[0].derived["nu"] == 0.5 and fb[0].conditions["eta_g nu <= 2(1+beta) (eq. 25)"]
 
 
-def test_gamma_optimised_corollary1():  # §2.3 / §2.4: min over gamma
+def test_gamma_optimised_corollary1():  # Theorem 1 / Corollary 1: min over gamma
     s, g, L, C = 0.3, 2.0, 1.5, 0.7
     gs = np.logspace(-3, 3, 200001)
     assert lb.corollary1(s, g, L, C, gs).min() == pytest.approx(lb.excess_risk_dynamics(s, g, L, C)["total"], rel=1e-7)

@@ -42,8 +42,8 @@ def test_bound_titles_name_paper_section_and_form():
     assert b.title == "FedSAGD Table 1, corrected, per-round Θ_t"
     b = Bound("hardt.sgd", "fedavg", "gen_gap", "convex", "Hardt, Recht & Singer 2016 Thm 3.8", np.zeros(2))
     assert b.title == "Hardt, Recht & Singer 2016 Thm 3.8, convex"
-    assert Bound("libra.thm2", "fosm", "disc_sq", "paper", "Libra §2.8 eq. (15)/(16)",
-                 np.zeros(2)).title == "Libra §2.8 eq. (15)/(16), paper"
+    assert Bound("libra.thm2", "fosm", "disc_sq", "paper", "Libra Thm 2 eq. (15)/(16)",
+                 np.zeros(2)).title == "Libra Thm 2 eq. (15)/(16), paper"
 
 
 def test_coincident_finds_equal_curves():

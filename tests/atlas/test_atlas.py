@@ -309,3 +309,20 @@ def test_reading_the_jobs_in_worker_processes_gives_the_same_jobs(atlas_dir):
         assert np.array_equal(a.curves, b.curves, equal_nan=True) and a.bounds == b.bounds and a.final.keys() == b.final.keys()
         assert all(np.array_equal(a.final[k], b.final[k], equal_nan=True) for k in a.final)
         assert a.G == b.G or np.isnan(a.G) and np.isnan(b.G)
+
+
+def test_perturbation_columns_add_the_leave_one_out_neighbours():
+    """``--perturbs``: a table per task and perturbation; remove-client / remove-sample take the pairs of client /
+    sample, and the page says the suite ran with other columns."""
+    from stabkit.atlas.suites import get_suite, scaled, suite_rows
+    from stabkit.errors import ConfigError
+
+    suite = scaled(get_suite("small"), perturbs="client,sample,remove-client,remove-sample")
+    rows = suite_rows(suite, ["fedavg"])
+    assert [(r["task"], r["perturb"], r["pairs"]) for r in rows[:4]] == [
+        ("digits", "client", 8), ("digits", "sample", 32), ("digits", "remove-client", 8), ("digits", "remove-sample", 32)]
+    assert "perturbations client, sample, remove-client, remove-sample" in suite.description
+    assert scaled(get_suite("small"), perturbs="client,sample") is get_suite("small")
+    for bad in ("client,bogus", "client,client", ""):
+        with pytest.raises(ConfigError, match=f"invalid perturbs={bad!r}"):
+            scaled(get_suite("small"), perturbs=bad)

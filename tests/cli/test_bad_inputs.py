@@ -161,6 +161,11 @@ def check_refused(args, needle, tmp_path, capsys, monkeypatch, max_s=None):
 
 
 PAIR = [
+    # leave-one-out neighbours: B's federation must exist and sample s of its M - 1 clients
+    (["--perturb", "remove-client", "--clients", "1"], "invalid perturb='remove-client': client, sample or none "
+                                                        "with one client"),
+    (["--perturb", "remove-client", "--clients", "6", "--participation", "1"],
+     "invalid clients_per_round=6: at most 5 with --perturb remove-client"),
     # a named variant (stabkit.algorithms.variant): malformed, an unknown or out-of-range value, a clash with --hp
     (["--algo", "dp_fedavg[noise_multiplier"], "algo='dp_fedavg[noise_multiplier'"),
     (["--algo", "dp_fedavg[foo=1]"], "invalid hyperparameter 'foo' for dp_fedavg"),

@@ -19,7 +19,7 @@ def ok_cli(args, capsys):
 BAD = [
     (["--algo", "fedfoo"], "algo='fedfoo'", "fedavg"),
     (["--task", "mnist9"], "task='mnist9'", "digits"),
-    (["--perturb", "clients"], "perturb='clients'", "client, sample, none"),
+    (["--perturb", "clients"], "perturb='clients'", "client, sample, remove-client, remove-sample, none"),
     (["--client-mode", "sometimes"], "client_mode='sometimes'", "active, population"),
     (["--lr", "0"], "lr=0.0", "positive"),
     (["--lr", "-0.1"], "lr=-0.1", "positive"),

@@ -52,6 +52,7 @@ ELSEWHERE = [  # the other commands' refusals that the options (and a saved run'
     ["landscape", "@run", "--span", "nan"], ["landscape", "@run", "--pair", "2"],
     ["landscape", "@run", "--points", "1000000"], ["sharpness", "@missing_model"], ["landscape", "@missing_model"],
     ["sharpness", "@corrupt_config"], ["landscape", "@list_config"], ["sharpness", "@empty_round"],
+    ["unlearn", "@run", "--method", "none"], ["unlearn", "@run", "--method", "none", "--format", "xml"],
 ]
 REFUSAL_PROBE = """
 import contextlib, io, json, sys
@@ -95,7 +96,8 @@ def test_pair_refuses_bad_options_before_importing_torch(tmp_path):
 def test_other_commands_refuse_before_importing_torch(tmp_path):
     """``sweep`` (every job's config, the executor and its address), ``atlas`` (--out, --address), ``presets
     --estimate`` (--data-dir), ``sharpness`` and ``landscape`` (their options, the saved run's config.json,
-    rounds, pairs and model files) refuse before torch is imported: a bad invocation takes well under 1 s."""
+    rounds, pairs and model files) and ``unlearn`` (the run's perturbation, the format) refuse before torch is
+    imported: a bad invocation takes well under 1 s."""
     from stabkit import RunConfig, run_pair
     from tests.cli.test_bad_inputs import DAMAGE
 
@@ -124,19 +126,20 @@ print(",".join(m for m in ("torch._dynamo", "torch._inductor.config", "torch.fx.
 def test_a_cpu_run_imports_no_compiler():
     """A paired run on the CPU loads none of torch's compiler stack (torch._dynamo with inductor's
     configuration and symbolic shapes: ~2 s of start-up): the deterministic-mode switch, the model check on
-    the meta device and the FLOP count each used to import it. (The constants' Hessian-vector products go
-    through torch.func transforms, which do; this run skips them.)"""
+    the meta device and the FLOP count each used to import it. (The constants, which this run skips, are
+    pinned by the next test: they import no compiler either.)"""
     done = subprocess.run([sys.executable, "-c", RUN_PROBE], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"stabkit pair imported {done.stdout.strip()}"
 
 
-def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
-    """``import stabkit`` before torch turns on torch's huge-page allocations for large tensors (where the
-    kernel offers transparent huge pages, a 64 MB tensor lands in them); a value the user set stands."""
+def test_the_machine_policy_puts_large_tensors_in_huge_pages():
+    """The machine policy applied before torch (as the command does) turns on torch's huge-page allocations for
+    large tensors (where the kernel offers transparent huge pages, a 64 MB tensor lands in them); a value the
+    user set stands."""
     import os
     from pathlib import Path
-    probe = ("import stabkit, torch, os; t = torch.ones(16 << 20); "
+    probe = ("from stabkit.engine import machine; machine.apply(); import torch, os; t = torch.ones(16 << 20); "
              "huge = [int(l.split()[1]) for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages')]; "
              "print(os.environ['THP_MEM_ALLOC_ENABLE'], huge[0] if huge else -1)")
     modes = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -150,3 +153,33 @@ def test_importing_stabkit_first_puts_large_tensors_in_huge_pages():
         assert got == flag
         if "[madvise]" in mode or ("[always]" in mode and flag == "1"):
             assert (int(huge_kb) >= 32 << 10) == (flag == "1"), (flag, huge_kb)
+
+
+FIRST_ROUND_PROBE = """
+import sys
+from stabkit.engine.paired import PairedEngine
+seen = []
+step = PairedEngine.step
+def first_step(self, *a, **k):
+    if not seen:
+        seen.append(",".join(m for m in ("pandas", "scipy", "matplotlib", "seaborn", "sklearn", "torch._dynamo")
+                             if m in sys.modules) or "none")
+    return step(self, *a, **k)
+PairedEngine.step = first_step
+from stabkit_cli.main import main
+main(["pair", "--rounds", "3", "--pairs", "2", "--quiet", "--out", {out!r}])
+print("before round 1:", seen[0])
+print("dynamo:", "torch._dynamo" in sys.modules)
+"""
+
+
+def test_a_default_pair_imports_no_analysis_library_before_round_1_and_never_dynamo(tmp_path):
+    """The default run (digits, MLP, constants estimated) starts its rounds without pandas, scipy, matplotlib,
+    seaborn or scikit-learn, and never imports ``torch._dynamo``: the constants' Hessian-vector products and
+    per-sample gradients go through plain autograd and the engine's batched gradient, not ``torch.func``."""
+    done = subprocess.run([sys.executable, "-c", FIRST_ROUND_PROBE.format(out=str(tmp_path / "r"))], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "before round 1: none" in lines and "dynamo: False" in lines, done.stdout
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["constants"] == "estimated"

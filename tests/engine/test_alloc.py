@@ -44,14 +44,16 @@ def test_large_blocks_come_from_glibcs_heap_stay_when_freed_and_go_back_on_relea
     back. Where glibc places the next aligned block of that size (in the kept memory or past it) is its own
     choice and differs between hosts; ``benchmarks/allocator.py --reuse-probe`` measures how often it is reused
     (docs/performance-engine.md says on which hosts)."""
-    out = _python(HEAP, STABKIT_CPU_CACHE_MB="1000").splitlines()
+    out = _python(HEAP, STABKIT_HEAP_KEEP_MB="1000").splitlines()
     assert out[:3] == ["True True", "True", "True"]
     assert out[3] == ("allocator: glibc, every block from its heap, up to 1,000 MiB of freed memory kept for reuse "
-                      "(STABKIT_CPU_CACHE_MB)")
+                      "(STABKIT_HEAP_KEEP_MB)")
 
 
 @pytest.mark.parametrize("env,line", [
-    ({"STABKIT_CPU_CACHE_MB": "0"}, "allocator: glibc, blocks of 32 MiB and more mmapped afresh (STABKIT_CPU_CACHE_MB=0)"),
+    ({"STABKIT_CPU_CACHE_MB": "0"}, "allocator: glibc, blocks of 32 MiB and more mmapped afresh (STABKIT_CPU_CACHE_MB, "
+                                    "renamed STABKIT_HEAP_KEEP_MB=0)"),
+    ({"STABKIT_HEAP_KEEP_MB": "0"}, "allocator: glibc, blocks of 32 MiB and more mmapped afresh (STABKIT_HEAP_KEEP_MB=0)"),
     ({"MALLOC_ARENA_MAX": "2"}, "allocator: glibc as the MALLOC_* variables set it; stabkit's policy not applied"),
 ])
 def test_the_policy_says_when_it_keeps_nothing_or_the_user_chose(env, line):
@@ -61,6 +63,8 @@ def test_the_policy_says_when_it_keeps_nothing_or_the_user_chose(env, line):
 
 
 RUN = """
+from stabkit.engine import machine
+machine.apply()  # the entry points' policy, as the stabkit command applies it
 from stabkit import RunConfig
 from stabkit.engine import alloc
 from stabkit.run.experiment import PairedRun
@@ -79,7 +83,7 @@ print(alloc.keeps_freed_blocks())
 
 def test_a_run_gives_the_same_numbers_with_and_without_the_policy():
     kept = _python(RUN).splitlines()
-    plain = _python(RUN, STABKIT_CPU_CACHE_MB="0").splitlines()
+    plain = _python(RUN, STABKIT_HEAP_KEEP_MB="0").splitlines()
     assert kept[1] == "True" and plain[1] == "False"
     assert kept[0] == plain[0]
 
@@ -103,25 +107,29 @@ print(given[-1] >= 32 << 20)  # the last call: the end of the rounds (the memory
 
 def test_a_bad_limit_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
     from tests.helpers import cli
-    monkeypatch.setenv("STABKIT_CPU_CACHE_MB", "lots")
+    monkeypatch.setenv("STABKIT_HEAP_KEEP_MB", "lots")
     monkeypatch.setattr("stabkit.engine.alloc._policy", None)
     code, _, err = cli(["pair", "--rounds", "1", "--no-constants", "--out", str(tmp_path / "r")], capsys)
     assert code == 2
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "invalid STABKIT_CPU_CACHE_MB 'lots'" in lines[0] and "MiB" in lines[0]
+    assert len(lines) == 1 and "invalid STABKIT_HEAP_KEEP_MB 'lots'" in lines[0] and "MiB" in lines[0]
     assert not (tmp_path / "r" / "metrics.csv").exists()
 
 
-def test_a_run_states_its_allocator_once_and_records_it(tmp_path):
-    out = _python(f"""
+def test_a_run_states_its_allocator_once_with_verbose_and_always_records_it(tmp_path):
+    code = """
 from stabkit_cli.main import main
-main(["pair", "--rounds", "1", "--pairs", "1", "--no-constants", "--quiet", "--out", {str(tmp_path / "r")!r}])
-""", STABKIT_CPU_CACHE_MB="700")
+main(["pair", "--rounds", "1", "--pairs", "1", "--no-constants", "--quiet", "--overwrite", "--out", {out!r}{extra}])
+"""
     line = ("allocator: glibc, every block from its heap, up to 700 MiB of freed memory kept for reuse "
-            "(STABKIT_CPU_CACHE_MB)")
-    assert out.count("allocator:") == 1 and line in out.splitlines()
+            "(STABKIT_HEAP_KEEP_MB)")
+    out_dir = str(tmp_path / "r")
+    plain = _python(code.format(out=out_dir, extra=""), STABKIT_HEAP_KEEP_MB="700")
+    assert "allocator:" not in plain  # a line a user cannot act on: only asked for
+    verbose = _python(code.format(out=out_dir, extra=', "--verbose"'), STABKIT_HEAP_KEEP_MB="700")
+    assert verbose.count("allocator:") == 1 and line in verbose.splitlines()
     recorded = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert (recorded["allocator"], recorded["cpu_cache_mb"]) == (line, 700)
+    assert (recorded["allocator"], recorded["heap_keep_mb"]) == (line, 700)
     from stabkit import RunConfig
     assert RunConfig.from_dict(recorded).rounds == 1  # read back: facts, not configuration
 
@@ -136,7 +144,26 @@ print("torch" in sys.modules, alloc.keeps_freed_blocks())
 import concurrent.futures as cf, multiprocessing
 from stabkit.sweep import executors
 with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                            initializer=executors.apply_at_start) as pool:
+                            initializer=executors.machine.apply) as pool:
     print(pool.submit(alloc.keeps_freed_blocks).result())
 """)
     assert out.split() == ["False", "True", "True"]
+
+
+def test_importing_stabkit_or_building_a_run_changes_nothing_of_the_process():
+    """The machine policy is the entry points' (stabkit.engine.machine): importing stabkit, resolving a device
+    and building a run leave the environment, the allocator and the TF32 flags as they were."""
+    out = _python("""
+import os
+env = dict(os.environ)
+import stabkit
+from stabkit.engine import alloc
+from stabkit.run.preflight import resolve_device
+import torch
+tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+resolve_device("cpu")
+stabkit.PairedRun(stabkit.RunConfig(rounds=1, pairs=1, constants=False))
+print(dict(os.environ) == env, alloc.keeps_freed_blocks(),
+      (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == tf32)
+""")
+    assert out.split() == ["True", "False", "True"]

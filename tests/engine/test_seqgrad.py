@@ -161,8 +161,8 @@ def test_allocator_policy_applies_once_on_linux():
     import sys
 
     from stabkit.engine.alloc import keep_freed_memory
-    _final_state(pairs=1, rounds=1)  # the engine applies it
-    assert keep_freed_memory() is (sys.platform.startswith("linux") and not any(
+    first = keep_freed_memory()
+    assert first is keep_freed_memory() is (sys.platform.startswith("linux") and not any(
         k.startswith("MALLOC_") for k in os.environ))
 
 

@@ -41,3 +41,21 @@ def test_run_records_its_thread_count(tmp_path, monkeypatch):
     monkeypatch.setenv(threads.THREADS_ENV, "1")
     run_pair(RunConfig(rounds=1, pairs=1, constants=False), out=tmp_path / "r")
     assert json.loads((tmp_path / "r" / "config.json").read_text())["threads"] == 1
+
+
+def test_every_phase_without_a_run_count_takes_the_policy_not_torchs_default(monkeypatch):
+    """Constants, flatness and Flower apps call ``threads_for`` without the run's count: on a machine whose CPUs
+    are busy they get the idle count (one), never torch's default of one thread per CPU."""
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    monkeypatch.setattr(threads, "idle_cpus", lambda window=0.05: 0.4)
+    torch.set_num_threads(2)
+    try:
+        with threads_for(1e12):
+            assert torch.get_num_threads() == 1
+        with threads_for(0.0):  # a Flower app's clients: small ops
+            assert torch.get_num_threads() == 1
+        monkeypatch.setattr(threads, "idle_cpus", lambda window=0.05: 2.0)
+        with threads_for(1e12):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(2)

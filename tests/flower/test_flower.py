@@ -50,6 +50,24 @@ def test_null_pair_is_exactly_zero_and_a_perturbation_separates_the_runs(name):
             assert (disc > 0).all(), disc
 
 
+@pytest.mark.parametrize("perturb", ["remove-client", "remove-sample"])
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_leave_one_out_pairs_separate_exactly_from_the_first_hit(name, perturb):
+    """Every strategy runs the leave-one-out neighbours: B equals A until the removed client is sampled (or the
+    removed sample drawn) and differs from then on (DP noise is coupled, so it separates nothing by itself). The
+    selecting aggregators (Krum, MultiKrum, Bulyan) may pick the same clients in both runs after a hit: for them
+    only "no difference before a hit" holds."""
+    run = PairedRun(RunConfig(algo=f"flwr:{name}", hp=SHIPPED[name], perturb=perturb, **SMALL))
+    hit = np.zeros(run.cfg.pairs, dtype=bool)
+    for _ in range(3):
+        hit |= run.step().hit
+        disc = run.engine.discrepancy()
+        assert np.isfinite(disc).all() and not (disc[~hit] > 0).any(), (disc, hit)
+        if name not in ("Krum", "MultiKrum", "Bulyan"):
+            assert (disc[hit] > 0).all(), (disc, hit)
+    assert hit.any()
+
+
 def _max_diff(runs) -> float:
     return float((runs[0].engine.x - runs[1].engine.x).abs().max())
 

@@ -17,7 +17,7 @@ FIX = "tests.flower_fixtures:"
 ARGS = ["--pairs", "2", "--rounds", "2", "--clients-per-round", "3", "--quiet"]
 
 
-@pytest.mark.parametrize("perturb", ["none", "client"])
+@pytest.mark.parametrize("perturb", ["none", "client", "remove-client"])
 def test_the_example_app_runs_end_to_end(perturb, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(EXAMPLE)
     code, out, err = cli(["pair", "--flwr-app", "app:stabkit_app", "--perturb", perturb, "--out",
@@ -27,7 +27,7 @@ def test_the_example_app_runs_end_to_end(perturb, tmp_path, capsys, monkeypatch)
     assert list(rows["round"]) == [1, 1, 2, 2] and list(rows["pair"]) == [0, 1, 0, 1]
     if perturb == "none":
         assert (rows["disc"] == 0).all()
-    else:  # the perturbed node's held-out partition separates the runs from the round it is first sampled
+    else:  # the perturbed node's held-out partition (or its removal) separates the runs from its first sampling
         first = rows[rows["hit"] == 1].groupby("pair")["round"].min()
         for pair, t in first.items():
             mine = rows[rows["pair"] == pair]
@@ -48,7 +48,10 @@ APP = [
                                              "partitions"),
     (["--flwr-app", f"{FIX}good_app", "--perturb", "sample"], "invalid perturb='sample' with --flwr-app"),
     (["--flwr-app", f"{FIX}no_heldout_app", "--perturb", "client"], "--perturb client needs a held-out partition"),
+    (["--flwr-app", f"{FIX}good_app", "--perturb", "remove-sample"], "invalid perturb='remove-sample' with --flwr-app"),
     (["--flwr-app", f"{FIX}good_app", "--clients-per-round", "5"], "at most the app's 4 partitions"),
+    (["--flwr-app", f"{FIX}good_app", "--perturb", "remove-client", "--clients-per-round", "4"],
+     "invalid clients_per_round=4: at most 3 with --perturb remove-client"),
     (["--flwr-app", f"{FIX}good_app", "--resume", "somewhere"], "with --resume or --estimate"),
 ]
 

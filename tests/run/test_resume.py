@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
 from stabkit.errors import ConfigError
@@ -194,3 +195,32 @@ def test_between_checkpoints_logs_flush_every_ten_rounds_at_most_once_per_interv
         assert seen == flushes
         logs[seconds] = [(tmp_path / str(seconds) / name).read_bytes() for name in ("metrics.csv", "local.csv")]
     assert logs[0.0] == logs[1e9] and load_run(tmp_path / "0.0")["round"].max() == 35
+
+
+def test_a_resume_removes_the_figures_drawn_from_fewer_rounds_and_says_so(tmp_path, capsys):
+    run_pair(_cfg(rounds=6, local_rounds=(0,)), out=tmp_path / "r")
+    figures = tmp_path / "r" / "figures"
+    figures.mkdir()
+    (figures / "discrepancy.png").write_bytes(b"drawn from 6 rounds")
+    assert resume_pair(tmp_path / "r", rounds=9)["rounds_done"] == 9
+    assert not figures.exists()
+    assert f"removed {figures}: drawn from the run's first 6 rounds" in capsys.readouterr().err
+
+
+def test_progress_names_the_constants_stage_after_the_rounds(tmp_path):
+    seen = []
+    run_pair(_cfg(rounds=4, constants=True, local_rounds=(0,)), out=tmp_path / "r", progress=lambda t, stats: seen.append((t, stats)))
+    assert [t for t, s in seen if "stage" not in s] == [1, 2, 3, 4]
+    assert seen[-1] == (4, {"stage": "constants"})
+
+
+@pytest.mark.parametrize("perturb", ["remove-client", "remove-sample"])
+def test_removal_runs_resume_to_the_uninterrupted_bytes_with_their_stored_updates(tmp_path, perturb):
+    cfg = _cfg(perturb=perturb, clients_per_round=3, store_updates=True, rounds=12, local_rounds=(0,))
+    run_pair(cfg, out=tmp_path / "full")
+    run_pair(cfg.replace(rounds=5, local_rounds=(0,)), out=tmp_path / "short")
+    resume_pair(tmp_path / "short", rounds=12)
+    _same_files(tmp_path / "full", tmp_path / "short")
+    for t in (1, 5, 6, 12):
+        path = f"updates/round_{t}.pt"
+        assert torch.equal(torch.load(tmp_path / "full" / path)["update"], torch.load(tmp_path / "short" / path)["update"])

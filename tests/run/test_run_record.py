@@ -42,7 +42,7 @@ def _paper_bound(path):
 
 
 def test_bounds_read_the_resolved_hp_from_config_json(tmp_path):
-    """FedACG's Table-1 bound grows by b = (4 - 2 lam) / (1 - lam) eta_l K Theta per round (fedsagd.md §3.2):
+    """FedACG's Table-1 bound grows by b = (4 - 2 lam) / (1 - lam) eta_l K Theta per round (FedSAGD paper, Table 1):
     22 eta_l K Theta at the default lam = 0.9 (recorded although no hp was given), 6 eta_l K Theta at lam = 0.5."""
     default, theta = _paper_bound(_fedacg_run(tmp_path / "default", {}))
     np.testing.assert_allclose(default.values, 22.0 * LR * K * theta * np.arange(4), rtol=1e-12)

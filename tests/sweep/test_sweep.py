@@ -184,3 +184,18 @@ def test_an_axis_of_variants_keeps_each_variants_commas():
     spec = _shorthand(["rounds=3"], ["algo=fedavg, dp_fedavg[clip=2,noise_multiplier=3]", "lr=0.05,0.1"])
     assert spec == {"base": {"rounds": 3}, "product": {"algo": ["fedavg", "dp_fedavg[clip=2,noise_multiplier=3]"],
                                                         "lr": [0.05, 0.1]}}
+
+
+def test_a_perturbation_axis_runs_the_leave_one_out_neighbours_like_the_others(tmp_path):
+    """``perturb`` is an axis like any other: remove-client and remove-sample jobs run, each equal to its own
+    `stabkit pair` run, beside the replace-one neighbours."""
+    from stabkit import RunConfig, run_pair
+    spec = {"base": {**BASE, "clients_per_round": 2},
+            "product": {"perturb": ["client", "remove-client", "remove-sample"]}}
+    man, started = sweep(spec, tmp_path / "s")
+    assert man.counts()["done"] == 3
+    jobs = {json.loads((p / "config.json").read_text())["perturb"]: p for p in (tmp_path / "s" / "jobs").iterdir()}
+    assert set(jobs) == {"client", "remove-client", "remove-sample"}
+    cfg = RunConfig.from_dict(json.loads((jobs["remove-client"] / "config.json").read_text()))
+    run_pair(cfg, out=tmp_path / "alone")
+    assert (tmp_path / "alone" / "metrics.csv").read_bytes() == (jobs["remove-client"] / "metrics.csv").read_bytes()

@@ -1,4 +1,5 @@
-"""Growth regression on a small convex problem (fedsagd.md §3.6, §6 C3/C4/C8).
+"""Growth regression on a small convex problem: the FedSAGD paper's O(T) against saturating growth (Table 1,
+Theorem C.12), with weight decay and mu = 0 as controls.
 
 Measured, not hoped for: Synthetic(1,1) multinomial logistic regression, 20 clients, s = 5, K = 10,
 B = 16, eta_l = 0.05, active-set client perturbation, 6 pairs, T = 200. Arms: FedAvg (no weight decay),
@@ -7,7 +8,8 @@ FedAvg + weight decay w = 0.1, FedSAGD (beta = 0.9, lambda = 1, mu = w) and FedS
 What the measurements show (and the paper's story only partly predicts):
 * FedAvg keeps growing over the horizon, but sub-linearly (D_200 / D_100 ~ 1.25, not 2): on a convex
   task the coupled trajectories contract between perturbations.
-* Weight decay alone makes FedAvg level off, far below FedAvg (the mechanism of §3.6 item 3).
+* Weight decay alone makes FedAvg level off, far below FedAvg (Theorem C.12's Gamma = mu zeta: the plateau
+  comes from the weight decay mu, which Table 1's baselines leave out).
 * FedSAGD with mu = w levels off at about the FedAvg + weight-decay level, not below it; early on its
   momentum puts it *above* that control.
 * FedSAGD with mu = 0 does not level off and sits above FedAvg: the plateau comes from mu, not from the

@@ -72,7 +72,7 @@ def c_tilde_printed(K, T):
 
 
 def c_tilde_corrected(K, T):
-    """Corrected c~ = 1 + (1 + 1/(KT))^{K-1}/T (erratum E1)."""
+    """Corrected c~ = 1 + (1 + 1/(KT))^{K-1}/T (the proof's (1 + c)^{K-1} read as c^{K-1})."""
     return 1.0 + (1.0 + 1.0 / (K * T)) ** (K - 1) / T
 
 
