@@ -13,7 +13,7 @@ import click
 import yaml
 
 from stabkit.algorithms.variant import split_names
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, require
 from stabkit.sweep import EXECUTORS
 from stabkit_cli.help import Choice
 
@@ -90,6 +90,55 @@ class Progress:
                    f"{c['failed']} | {rec.get('wall_s', 0):.1f}s, ETA {eta:.0f}s] {line}")
 
 
+GPUS_HELP = ("GPUs each job holds: a fraction up to 1 packs jobs (0.25: four a GPU) or a whole number; default 1 for "
+             "device cuda, and for auto where the cluster or machine has GPUs; a device cpu job holds none")
+CPUS_HELP = "CPUs each job holds (its torch threads)"
+GPUS_PLAN_HELP = ("also project the wall time on N GPUs, from GPU round timings in benchmarks/results_gpu*.json "
+                  "and results_cuda_*.json (printed with it)")
+SHIP_HELP = ("ray executor: build each task here once and send its arrays through Ray's object store (for nodes "
+             "without the data files); refused above half the smallest node's object store")
+
+
+def resources(gpus_per_job, cpus_per_job):
+    """The ``--gpus-per-job`` / ``--cpus-per-job`` of a command, checked (before torch is imported)."""
+    from stabkit.sweep.placement import Resources
+
+    return Resources(gpus_per_job, cpus_per_job)
+
+
+def check_gpus(gpus) -> None:
+    """``--gpus N`` of a projection: a positive integer."""
+    require(gpus is None or gpus >= 1, "gpus", gpus, "a positive number of GPUs to project onto")
+
+
+def estimate(sw, workers: int, gpus, gpus_per_job) -> None:
+    """``--estimate``: every job checked on its data, the sweep's projected time here (and on ``gpus`` GPUs)
+    printed from 2-round calibrations (:mod:`stabkit.atlas.estimate`); nothing is run or written."""
+    from stabkit.atlas.estimate import projected_seconds
+    from stabkit.atlas.gpuplan import projection_lines
+    from stabkit.sweep.runner import check_job_data
+
+    jobs = sw.jobs()
+    check_job_data(jobs)
+    est = projected_seconds(jobs, workers)
+    click.echo(f"sweep {sw.name}: {len(jobs)} jobs; projected {est['total_s'] / 60:.1f} min on {workers} worker(s) "
+               f"here (from 2-round calibrations per task and per algorithm; done jobs are skipped)")
+    for line in projection_lines(est, gpus, gpus_per_job) if gpus else []:
+        click.echo(line)
+
+
+def report_lost(ctx, manifest, out) -> None:
+    """Jobs lost with their node after their retries: said in one line; exit status 1 (a re-run runs them)."""
+    from stabkit.sweep.runner import lost_jobs
+
+    lost = lost_jobs(manifest)
+    if lost:
+        first = next(iter(lost.values()))
+        click.echo(f"{len(lost)} of {len(manifest.jobs)} jobs were lost with their node ({first}); run the same "
+                   f"command again to run them (the finished jobs are kept in {out})")
+        ctx.exit(1)
+
+
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--out", required=True, help="output folder: the sweep (manifest.json, jobs/<id>/ run directories)")
@@ -99,6 +148,13 @@ class Progress:
 @click.option("--workers", default=1, show_default=True, type=int,
               help="local executor: parallel processes, one job each (1 = sequential, in this process)")
 @click.option("--address", default=None, help="ray executor: HOST:PORT of a cluster, auto, or local (start one)")
+@click.option("--gpus-per-job", default=None, type=float, metavar="F",
+              help=GPUS_HELP)
+@click.option("--cpus-per-job", default=1, show_default=True, type=int, metavar="N", help=CPUS_HELP)
+@click.option("--ship-data", is_flag=True, help=SHIP_HELP)
+@click.option("--estimate", is_flag=True, help="print the projected time (here, and with --gpus on N GPUs); run "
+              "nothing")
+@click.option("--gpus", default=None, type=int, metavar="N", help=GPUS_PLAN_HELP)
 @click.option("--force", is_flag=True, help="accept a changed spec in an existing directory: redo changed jobs")
 @click.option("--retry-failed", is_flag=True, help="run failed jobs again")
 @click.option("--tensorboard", "tensorboard", default=None, metavar="DIR",
@@ -122,16 +178,23 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     from stabkit.store.runstore import require_out
 
     require_out(out)
+    res, gpus = resources(flags["gpus_per_job"], flags["cpus_per_job"]), flags["gpus"]
+    check_gpus(gpus)
+    if gpus is not None and not flags["estimate"]:
+        raise ConfigError(f"invalid gpus={gpus}: --gpus projects a sweep's time; add --estimate")
     shorthand = None if spec else _shorthand(sets, axes)  # before torch is imported: a refusal well under 1 s
     from stabkit.sweep import load_spec, make_executor, parse_spec, run_sweep  # imported on use: torch
     from stabkit.sweep.tensorboard import with_tensorboard
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
+    if flags["estimate"]:
+        return estimate(sw, workers, gpus, res.gpus)
     progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
-    manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
+    manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, flags["ship_data"]), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()
     click.echo(f"{c['done']} done, {c['failed']} failed of {len(manifest.jobs)} jobs in {out}")
+    report_lost(ctx, manifest, out)
     errors = {job: rec["error"] for job, rec in manifest.jobs.items()
               if rec["state"] == "failed" and not str(rec.get("error")).startswith("diverged:")}
     if errors:  # a job that failed, not one that diverged: say which and why, even with --quiet

@@ -18,6 +18,7 @@ EXTRAS = {
     "privacy": ("dp_accounting", "differential-privacy accounting"),
     "tensorboard": ("tensorboard", "TensorBoard logging"),
     "docs": ("mkdocs", "building the documentation site"),
+    "ray": ("ray", "sweeps and atlases on a Ray cluster (--executor ray)"),
 }
 
 

@@ -47,8 +47,10 @@ def _reading_seconds(files: dict) -> float:
 
 def projected_seconds(jobs: list, workers: int = 1) -> dict:
     """``{"total_s", "per_job": {(task, perturbation, pairs): FedAvg's seconds per job}, "algo_factor":
-    {algorithm: its training time / FedAvg's}, "capacity"}`` for ``jobs`` (one suite's) on ``workers``: the
-    jobs' compute shared by the workers, then reading every job for the page, which is serial."""
+    {algorithm: its training time / FedAvg's}, "capacity", "parts", "reading_s"}`` for ``jobs`` (one suite's)
+    on ``workers``: the jobs' compute shared by the workers, then reading every job for the page, which is
+    serial. ``parts``: per job, its compute, training and fixed seconds here and what a GPU projection scales
+    (:mod:`stabkit.atlas.gpuplan`: model size d, pairs, clients per round, local steps, rounds)."""
     per_job, cal, reading = {}, {}, {}
     _calibrate(jobs[0].config, "fedavg", {}) if jobs else None  # warms this process up (first-use costs)
     for job in jobs:
@@ -64,15 +66,26 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
         algo = _algo_key(job.config)
         if algo not in costs:
             costs[algo] = _algo_cost(at, algo, cal[reference]) if reference else (1.0, 0.0)
-    compute = 0.0
+    compute, parts = 0.0, []
     for job in jobs:
         cfg, base = job.config, cal[_key(job.config)]
         factor, extra = costs[_algo_key(cfg)]
-        compute += (per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra) if base else math.nan
+        seconds = (per_job[_key(cfg)] + (factor - 1) * _train_seconds(cfg, base) + extra) if base else math.nan
+        compute += seconds
+        parts.append(_part(cfg, base, seconds, factor * _train_seconds(cfg, base) if base else math.nan))
     capacity = parallel_capacity(workers)
     serial = sum(reading[_key(job.config)] for job in jobs)
     return {"total_s": compute / capacity + serial, "per_job": per_job, "capacity": capacity,
-            "algo_factor": {a: f for (a, _), (f, _) in costs.items()}}
+            "algo_factor": {a: f for (a, _), (f, _) in costs.items()}, "parts": parts, "reading_s": serial}
+
+
+def _part(cfg: dict, cal: dict | None, seconds: float, train_s: float) -> dict:
+    """What a GPU projection needs of one job: its seconds here (all, training, fixed) and its shape."""
+    written = json.loads(cal["files"].get("config.json", b"{}")) if cal else {}
+    run = RunConfig.from_dict(cfg)
+    return {"compute_s": seconds, "train_s": train_s, "fixed_s": _fixed_seconds(cal) if cal else math.nan,
+            "d": written.get("d"), "pairs": run.pairs, "clients": run.sampled_clients,
+            "steps": run.local_steps, "rounds": run.rounds}
 
 
 def _key(cfg: dict) -> tuple:

@@ -102,6 +102,7 @@ class AtlasRequest:
     max_units: int = 1024  # replicate units (seeds x pairs) a top-up may give a cell at most
     top_up: bool = True  # False: no top-up, whatever the suite's target
     tune: Optional[str] = None  # "lr=0.01,0.1", "lr" (the suite's default grid), ...: stabkit.atlas.tuning
+    gpus: Optional[int] = None  # also project the first sweep onto this many GPUs (stabkit.atlas.gpuplan)
 
     def target(self, suite: Suite) -> Optional[float]:
         """The relative half-width the cells are topped up to, or None (no top-up)."""
@@ -127,6 +128,7 @@ class AtlasPlan:
 def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -> AtlasPlan:
     """Check everything about ``req`` before anything runs or is written (one line for the first problem)."""
     from stabkit.sweep import parse_spec
+    from stabkit.sweep.placement import check_requests
     from stabkit.sweep.runner import check_job_data
 
     suite = scaled(get_suite(req.suite), req.seeds, req.pairs, req.perturbs)
@@ -145,6 +147,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     spec = parse_spec(run_dict, source=f"suite {suite.name}")
     jobs = spec.jobs()
     _check_same_sweep(out, spec)
+    check_requests(jobs, executor.resources)
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
     for dropped, kept in folded:
@@ -156,9 +159,10 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     return AtlasPlan(suite, names, tune, spec_dict, spec, jobs, req.target(suite), meta)
 
 
-def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable) -> None:
-    """Print the jobs and the projected time of the first sweep."""
+def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable, gpus_per_job: Optional[float] = None) -> None:
+    """Print the jobs and the projected time of the first sweep (and on ``req.gpus`` GPUs)."""
     from stabkit.atlas.estimate import projected_seconds
+    from stabkit.atlas.gpuplan import projection_lines
 
     suite, names = plan.suite, plan.names
     est = projected_seconds(plan.jobs, req.workers)
@@ -168,6 +172,9 @@ def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable) -> None:
          f"perturbations x {seeds} seeds{grid} = {len(plan.jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
          f"on {req.workers} worker(s), which do {est['capacity']:.2g} jobs' worth at once here (from 2-round "
          f"calibrations per task and per algorithm; done jobs are skipped)")
+    if req.gpus:
+        for line in projection_lines(est, req.gpus, gpus_per_job):
+            echo(line)
     if plan.target is not None:
         at = " at the chosen values" if plan.tune else ""
         echo(f"then a top-up{at} to ±{plan.target:.0%} of D_T (its jobs and time are printed when the sweep has "
@@ -182,7 +189,7 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     out = Path(out)
     plan = plan_atlas(req, out, executor, echo)
     if req.project or req.dry_run:
-        _project(req, plan, echo)
+        _project(req, plan, echo, executor.resources.gpus)
     if req.dry_run:
         return {"jobs": len(plan.jobs)}
     out.mkdir(parents=True, exist_ok=True)

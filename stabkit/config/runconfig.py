@@ -36,10 +36,12 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
 # ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``allocator``: the line saying
 # which allocator the process used, ``heap_keep_mb`` (``cpu_cache_mb`` in runs before it was renamed): the freed memory it kept for reuse, 0 where none
-# (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label.
+# (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label; ``placement``: where a sweep
+# job ran (stabkit.sweep.placement).
 # Fields a run chooses itself when they are left open (None) and then records in config.json with the value used.
 CHOSEN_BY_RUN = ("eval_every", "eval_fraction")
-RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label")
+RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label",
+             "placement")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "

@@ -5,12 +5,14 @@ The driver is the only writer of the sweep directory: each finished job's files 
 atomically after every state change, so killing the sweep at any moment loses no finished job and
 leaves no half-written one; a lock file keeps a second driver out of the directory. A job that crashes
 or diverges is recorded as ``failed`` with its message (its metrics up to the divergence are kept) and the
-sweep goes on; a full disk stops it with one line.
+sweep goes on; a full disk stops it with one line. A job an executor lost with its node (after its retries) is
+left ``pending`` with the reason, so that re-running the sweep runs it.
 
 Before anything is written, every job is also checked against its data as ``stabkit pair`` checks a run
 (data files present and well-formed, batch size, memory), each distinct task built once: a sweep whose
 data is missing fails at once, not job by job. Executors whose workers do not share this machine's files
-(a remote Ray cluster) skip the data check.
+(a remote Ray cluster) skip the data check. The executor then checks that every job fits on one of its
+nodes (GPUs, CPUs: :mod:`stabkit.sweep.placement`), still before anything is written.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
+from stabkit.sweep.placement import check_requests
 from stabkit.sweep.spec import SweepSpec
 
 
@@ -36,10 +39,11 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
     check_writable(out)  # a --out that is a file or read-only is refused before the jobs are checked
     jobs = spec.jobs()  # validates every job before anything is written
+    check_requests(jobs, executor.resources)
     if getattr(executor, "shares_files", True):
         check_job_data(jobs)
-    with undone_on_fs_error(out, keep=lambda: has_finished_jobs(out)):  # nothing finished: nothing worth keeping
-        root = prepare_dir(out)
+    with executor.session(jobs), undone_on_fs_error(out, keep=lambda: has_finished_jobs(out)):
+        root = prepare_dir(out)  # (nothing finished: nothing worth keeping)
         with sweep_lock(root):
             return _drive(spec, jobs, root, executor, force, retry_failed, progress)
 
@@ -99,7 +103,15 @@ def check_job_data(jobs: list) -> None:
                 raise ConfigError(f"{e} (sweep job {job.id})") from None
 
 
+def lost_jobs(manifest: Manifest) -> dict:
+    """``{job id: why}`` of the jobs an executor lost with their node: left pending, run by a re-run."""
+    return {job: rec["error"] for job, rec in manifest.jobs.items() if rec["state"] == "pending" and rec.get("error")}
+
+
 def _store(manifest: Manifest, job_id: str, result: dict) -> None:
+    if result.get("lost"):
+        manifest.set(job_id, "pending", error=result["error"])
+        return
     final = manifest.job_dir(job_id)
     if result["files"]:
         tmp = final.parent / f".{job_id}.tmp"

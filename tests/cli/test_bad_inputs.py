@@ -10,6 +10,7 @@ import json
 import pickle
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -315,6 +316,18 @@ SWEEP = [
     (["--address", "127.0.0.1:6379"], "invalid address='127.0.0.1:6379': only with --executor ray"),
     (["--out", "x" * 300], "has 300 bytes"),
     (["--axis", f"algo=fedavg,{PLUG}:PromotesToFloat64"], "dtype torch.float64, expected torch.float32"),
+    (["--gpus-per-job", "-0.5"], "invalid gpus_per_job=-0.5: a number >= 0"),
+    (["--gpus-per-job", "nan"], "invalid gpus_per_job=nan: a number >= 0"),
+    (["--gpus-per-job", "1.5"], "invalid gpus_per_job=1.5: a number >= 0: a fraction up to 1"),
+    (["--gpus-per-job", "0.5"], "invalid gpus_per_job=0.5: no node fits sweep job local_steps=1, which asks for "
+                                "0.5 GPU(s) and 1 CPU(s) (nodes: this machine: 0 GPU(s)"),  # this CPU machine
+    (["--cpus-per-job", "0"], "invalid cpus_per_job=0: a positive integer"),
+    (["--cpus-per-job", "64"], "invalid cpus_per_job=64: no node fits sweep job local_steps=1"),
+    (["--ship-data"], "invalid ship_data=True: only with --executor ray"),
+    (["--gpus", "8"], "invalid gpus=8: --gpus projects a sweep's time; add --estimate"),
+    (["--estimate", "--gpus", "0"], "invalid gpus=0: a positive number of GPUs"),
+    (["--set", "device=cuda", "--gpus-per-job", "0"], "invalid gpus_per_job=0: sweep job local_steps=1 runs on "
+                                                      "device 'cuda', which needs a GPU"),
 ]
 
 
@@ -339,6 +352,10 @@ OTHER = [
                                                                       "a top-up that --no-top-up turns off"),
     (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
     (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
+    (["atlas", "--suite", "ci", "--gpus-per-job", "-1"], "invalid gpus_per_job=-1.0"),
+    (["atlas", "--suite", "ci", "--cpus-per-job", "0"], "invalid cpus_per_job=0"),
+    (["atlas", "--suite", "ci", "--dry-run", "--gpus", "-2"], "invalid gpus=-2: a positive number of GPUs"),
+    (["atlas", "--suite", "ci", "--ship-data"], "invalid ship_data=True: only with --executor ray"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
@@ -348,6 +365,14 @@ OTHER = [
 @pytest.mark.parametrize("args,needle", OTHER, ids=[" ".join(a) for a, _ in OTHER])
 def test_listing_commands(tmp_path, capsys, monkeypatch, args, needle):
     check_refused(args, needle, tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize("address", ["local", "auto", "127.0.0.1:6379"])
+def test_ray_executor_without_ray_names_the_extra(tmp_path, capsys, monkeypatch, address):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import of a None entry raises ImportError
+    check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", address],
+                  "sweeps and atlases on a Ray cluster (--executor ray) need the optional package 'ray', which is "
+                  'not installed: pip install "stabkit[ray]"', tmp_path, capsys, monkeypatch)
 
 
 def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
