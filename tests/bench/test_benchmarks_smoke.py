@@ -80,12 +80,12 @@ def test_gpu_check_smoke(tmp_path, capsys):
 
 def test_refusals_benchmark_smoke(tmp_path):
     """The refusal-time benchmark reads the suite's bad-input tables (tests/cli/test_bad_inputs.py) and times
-    each case as a fresh ``stabkit`` process; two cases of the OTHER table, no timing asserted."""
+    each case as a fresh ``stabkit`` process; every fourth case of the OTHER table, no timing asserted."""
     from benchmarks import refusals
 
     out = tmp_path / "refusals.json"
     report = refusals.main(["--tables", "other", "--every", "4", "--json", str(out)])
-    assert report["cases"] == 2 and report["clean"] == 2, report["not_clean"]
+    assert report["cases"] >= 2 and report["clean"] == report["cases"], report["not_clean"]
     assert json.loads(out.read_text())["per_table_median_s"]["other"] > 0
 
 

@@ -372,7 +372,7 @@ def test_ray_executor_without_ray_names_the_extra(tmp_path, capsys, monkeypatch,
     monkeypatch.setitem(sys.modules, "ray", None)  # import of a None entry raises ImportError
     check_refused(["sweep", "--out", "sw", "--axis", "seed=0,1", "--executor", "ray", "--address", address],
                   "sweeps and atlases on a Ray cluster (--executor ray) need the optional package 'ray', which is "
-                  'not installed: pip install "stabkit[ray]"', tmp_path, capsys, monkeypatch)
+                  'not installed: pip install -e ".[ray]" (in the stabkit checkout)', tmp_path, capsys, monkeypatch)
 
 
 def test_closed_ray_address_fails_within_seconds(tmp_path, capsys, monkeypatch):
