@@ -6,10 +6,10 @@ a run's time comes from its own ``time:`` line (start-up, training, evaluation, 
 shares of the whole process, start-up included). The busy case starts one process spinning on a CPU for the
 duration (on the 2 vCPUs of the project's machines, one physical core, it takes half the machine). Usage:
 
-    .venv/bin/python benchmarks/first_minutes.py [--reps 5] [--busy] [--demo] [--json out.json]
+    .venv/bin/python benchmarks/first_minutes.py [--reps 5] [--busy] [--demo 3] [--json out.json]
 
 Reports: the quickstart's median wall time and its split; ``--demo``: each of the demo's three commands and
-their sum; ``pair --rounds 1 --pairs 1 --no-constants`` against ``import torch`` (ratio of medians).
+their sum (median of ``--demo`` runs each); ``pair --rounds 1 --pairs 1 --no-constants`` against ``import torch`` (ratio of medians).
 """
 from __future__ import annotations
 
@@ -71,19 +71,19 @@ def median_of(cmd: list, reps: int, work: Path) -> dict:
             "phases_s": {n: statistics.median(p.get(n, 0.0) for p in phases) for n in names}}
 
 
-def measure(reps: int, demo: bool) -> dict:
+def measure(reps: int, demo_reps: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         out = {"quickstart": median_of(STABKIT + QUICKSTART + ["--out", "q", "--overwrite", "--quiet"], reps, work),
                "smallest": median_of(STABKIT + SMALLEST + ["--out", "s", "--overwrite", "--quiet"], reps, work),
                "import_torch": median_of([sys.executable, "-c", "import torch"], reps, work)}
         out["smallest_over_import_torch"] = out["smallest"]["wall_s"] / out["import_torch"]["wall_s"]
-        if demo:
+        if demo_reps:
             for name, args in DEMO:
                 out[f"demo_{name}"] = median_of(STABKIT + args + ["--out", f"demo/{name}", "--overwrite", "--quiet"],
-                                                reps, work)
+                                                demo_reps, work)
             out["demo_bounds"] = median_of(STABKIT + ["bounds", "demo/fedsagd", "demo/fedavg", "--plot", "--out",
-                                                      "demo/figures"], reps, work)
+                                                      "demo/figures"], demo_reps, work)
             out["demo_total_s"] = sum(out[f"demo_{k}"]["wall_s"] for k in ("fedsagd", "fedavg", "bounds"))
     return out
 
@@ -103,7 +103,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--busy", action="store_true", help="also measure with one busy process beside the commands")
-    ap.add_argument("--demo", action="store_true", help="also time the demo's three commands")
+    ap.add_argument("--demo", type=int, default=0, metavar="REPS",
+                    help="also time the demo's three commands, REPS runs each (0: not)")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results_first_minutes.json"))
     args = ap.parse_args(argv)
     results = {"idle": measure(args.reps, args.demo)}
