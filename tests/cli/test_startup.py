@@ -169,17 +169,17 @@ PairedEngine.step = first_step
 from stabkit_cli.main import main
 main(["pair", "--rounds", "3", "--pairs", "2", "--quiet", "--out", {out!r}])
 print("before round 1:", seen[0])
-print("dynamo:", "torch._dynamo" in sys.modules)
+print("dynamo:", "torch._dynamo" in sys.modules, "sympy:", "sympy" in sys.modules)
 """
 
 
 def test_a_default_pair_imports_no_analysis_library_before_round_1_and_never_dynamo(tmp_path):
     """The default run (digits, MLP, constants estimated) starts its rounds without pandas, scipy, matplotlib,
-    seaborn or scikit-learn, and never imports ``torch._dynamo``: the constants' Hessian-vector products and
-    per-sample gradients go through plain autograd and the engine's batched gradient, not ``torch.func``."""
+    seaborn or scikit-learn, and never imports ``torch._dynamo`` or sympy: the constants' Hessian-vector products
+    and per-sample gradients go through plain autograd and the engine's batched gradient, not ``torch.func``."""
     done = subprocess.run([sys.executable, "-c", FIRST_ROUND_PROBE.format(out=str(tmp_path / "r"))], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert "before round 1: none" in lines and "dynamo: False" in lines, done.stdout
+    assert "before round 1: none" in lines and "dynamo: False sympy: False" in lines, done.stdout
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["constants"] == "estimated"
