@@ -54,6 +54,55 @@ class NotAStrategy:
     pass
 
 
+class _Jitter(FedAvg):
+    """Adds a tiny draw to the aggregate from round ``FROM`` on (``draw()``: a source the bridge does not seed)."""
+
+    FROM = 1
+
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if server_round < self.FROM:
+            return arrays, metrics
+        import numpy as np
+        from flwr.app import Array, ArrayRecord
+
+        w = arrays["theta"].numpy()
+        return ArrayRecord({"theta": Array(w + np.float32(1e-4) * self.draw(w.shape).astype(w.dtype))}), metrics
+
+
+class UrandomFromRound3(_Jitter):
+    FROM = 3
+
+    def draw(self, shape):
+        import os
+
+        import numpy as np
+
+        return np.frombuffer(os.urandom(4 * int(np.prod(shape))), np.uint32) / np.float64(2 ** 32)
+
+
+class UnseededGenerator(_Jitter):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        import numpy as np
+
+        self.rng = np.random.default_rng()
+
+    def draw(self, shape):
+        return self.rng.standard_normal(shape)
+
+
+class NanAtRound2(FedAvg):
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if server_round < 2:
+            return arrays, metrics
+        import numpy as np
+        from flwr.app import Array, ArrayRecord
+
+        return ArrayRecord({"theta": Array(np.full_like(arrays["theta"].numpy(), np.nan))}), metrics
+
+
 # Flower apps for --flwr-app (entry points returning the dict stabkit.run.flwr_app documents): a one-array model
 # whose clients step towards their partition's target; each variant breaks one rule.
 def _tiny_app(train, heldout=1):
