@@ -138,9 +138,11 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
-        from stabkit_cli.flwr_app import pair_flower_app
+        from stabkit_cli.flwr_app import pair_flower_app, refuse_ignored
+        refuse_ignored(explicit, hp_items, read_mapping(config_path, "config", "run config") if config_path else {},
+                       preset, label)
         return pair_flower_app(flwr_app, build_config(params, explicit, config_path, hp_items, preset), out,
-                               overwrite, resume_dir or estimate, quiet)
+                               overwrite, resume_dir or estimate, quiet, tensorboard)
     if estimate:
         if resume_dir is not None:
             raise ConfigError(f"invalid option --estimate with --resume {resume_dir}: estimate a new run "
@@ -151,7 +153,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
     from stabkit.algorithms import resolve_hp
 
-    _tensorboard(tensorboard, None)
+    _tensorboard(tensorboard, None, resume_dir or out)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
@@ -248,17 +250,17 @@ def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
         ctx.exit(130)
 
 
-def _tensorboard(logdir, run_dir) -> None:
-    """``--tensorboard``: check the extra is installed (``run_dir`` None, before the run) or write the run's
-    events to ``logdir/<run directory name>``."""
+def _tensorboard(logdir, run_dir, out=None) -> None:
+    """``--tensorboard``: check the extra is installed and ``logdir`` (and ``logdir/<out's name>``) can be
+    written (``run_dir`` None, before the run) or write the run's events to ``logdir/<run directory name>``."""
     if logdir is None:
         return
-    from stabkit.store.tensorboard import require_tensorboard, write_events
+    from stabkit.store.tensorboard import check_logdir, write_events
 
-    require_tensorboard()
-    if run_dir is not None:
-        Path(logdir).mkdir(parents=True, exist_ok=True)
-        click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
+    if run_dir is None:
+        check_logdir(logdir, *([Path(out).name] if out else []))
+        return
+    click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
 
 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}

@@ -8,6 +8,7 @@ per finished job.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 import yaml
@@ -119,7 +120,7 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     from stabkit.sweep.tensorboard import with_tensorboard
 
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
-    progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
+    progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"], Path(out).name)
     manifest = run_sweep(sw, out, make_executor(executor, workers, address), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()

@@ -168,3 +168,27 @@ def wrong_shape_app():
 
 def not_a_dict_app():
     return ["client_app", "strategy"]
+
+
+def _round(msg) -> int:
+    return int(msg.content["config"]["server-round"])
+
+
+def nan_from_round3_app():
+    import numpy as np
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context) * (np.float32(np.nan) if _round(msg) >= 3
+                                                                               else np.float32(1))))
+
+
+def nondeterministic_from_round3_app():
+    import os
+
+    import numpy as np
+
+    def noise(msg):
+        if _round(msg) < 3:
+            return None
+        return np.frombuffer(os.urandom(4), np.uint8).astype(np.float32)[:3] * np.float32(1e-3)
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context, noise(msg))))

@@ -28,6 +28,7 @@ from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
+TENSORBOARD_FOLDERS = (SWEEP, *(topup_dir(k) for k in range(1, PASSES + 1)))  # --tensorboard DIR/<these>/<job>
 # An atlas of all algorithms measures DP-FedAvg at three noise multipliers (its default z = 1 in the middle), so
 # its page can plot D_T against epsilon; --algos takes any variant (stabkit.algorithms.variant) for others
 DP_LEVELS = ("dp_fedavg[noise_multiplier=0.5]", "dp_fedavg", "dp_fedavg[noise_multiplier=2]")

@@ -406,6 +406,29 @@ OUTPUTS = [  # every command checks its output directory before it computes, and
 ]
 
 
+TENSORBOARD = [  # --tensorboard DIR checked with the outputs, before any work (a sweep's first job, a dry run)
+    (["pair", "--out", "run", "--tensorboard", "@afile"], "invalid tensorboard="),
+    (["pair", "--out", "run", "--tensorboard", "@afile/sub"], "is a file, so no directory can be created under it"),
+    (["pair", "--out", "run", "--tensorboard", "@dangling"], "it is a broken symbolic link"),
+    (["pair", "--out", "run", "--tensorboard", NOT_WRITABLE], "not writable"),
+    (["pair", "--out", "run", "--tensorboard", "t" * 300], "has 300 bytes"),
+    (["pair", "--out", "afile", "--tensorboard", "@tb_with_file"], "invalid tensorboard="),  # DIR/<run> a file
+    (["sweep", "--axis", "seed=0,1", "--out", "sw", "--tensorboard", "@afile", "--quiet"], "invalid tensorboard="),
+    (["sweep", "--axis", "seed=0,1", "--out", "afile", "--tensorboard", "@tb_with_file", "--quiet"],
+     "invalid tensorboard="),
+    (["atlas", "--suite", "ci", "--dry-run", "--tensorboard", "@afile"], "invalid tensorboard="),
+    (["atlas", "--suite", "ci", "--dry-run", "--tensorboard", "@tb_with_sweep_file"], "invalid tensorboard="),
+]
+FILES["dangling"] = lambda p: p.symlink_to(p.parent / "nowhere")
+FILES["tb_with_file"] = lambda p: (p.mkdir(), (p / "afile").write_text("a file\n"))
+FILES["tb_with_sweep_file"] = lambda p: (p.mkdir(), (p / "sweep").write_text("a file\n"))
+
+
+@pytest.mark.parametrize("args,needle", TENSORBOARD, ids=[" ".join(a) for a, _ in TENSORBOARD])
+def test_tensorboard_directories(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(args, needle, tmp_path, capsys, monkeypatch)
+
+
 @pytest.mark.parametrize("args,needle", OUTPUTS, ids=[" ".join(a) for a, _ in OUTPUTS])
 def test_output_directories(tmp_path, capsys, monkeypatch, args, needle):
     check_refused(args, needle, tmp_path, capsys, monkeypatch)
