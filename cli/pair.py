@@ -94,9 +94,9 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
         if not sep or not name:
             raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
         name, value = name.strip(), hp_value(text.strip())
-        if name in given and given[name] != value:
-            raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice with different values "
-                              f"({given[name]!r} and {value!r}); give it once")
+        if name in given:
+            raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice ({given[name]!r} and {value!r}); "
+                              "give it once")
         hp[name] = given[name] = value
     values["hp"] = hp
     for key in ROUND_LISTS:

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import yaml
 
-from stabkit.algorithms.variant import split_names
+from stabkit.algorithms.variant import hp_value, split_names
 from stabkit.errors import ConfigError
 
 
@@ -24,17 +24,20 @@ def _pairs(items, what):
         if not sep or not key.strip():
             raise ConfigError(f"invalid {what}={item!r}: expected KEY=VALUE")
         key, text = key.strip(), text.strip()
-        if out.get(key, text) != text:
-            raise ConfigError(f"invalid {what}={item!r}: --{what} {key} is given twice with different values "
-                              f"({out[key]!r} and {text!r}); give it once")
+        if key in out:
+            raise ConfigError(f"invalid {what}={item!r}: --{what} {key} is given twice ({out[key]!r} and {text!r}); "
+                              "give it once")
         out[key] = text
     return out
 
 
 def _value(text: str):
-    """A shorthand value read as YAML: 0.1, 5, true, none/null, [0, 20], or a plain string."""
-    if text.lower() == "none":
-        return None
+    """A shorthand value: a number or none/null read as ``--hp`` and variants read it (the one scalar reader,
+    ``hp_value``: ``1e-3`` is a number, which YAML 1.1 would read as text), else YAML: true, [0, 20], or a plain
+    string."""
+    scalar = hp_value(text)
+    if not isinstance(scalar, str):
+        return scalar
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -48,8 +51,13 @@ NONE_IS_A_WORD = ("save_models",)
 
 def _shorthand(sets, axes) -> dict:
     read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
-    base = {k: read(k, v) for k, v in _pairs(sets, "set").items()}
-    product = {k: [read(k, x) for x in split_names(v)] for k, v in _pairs(axes, "axis").items()}  # [a,b] kept
+    sets, axes = _pairs(sets, "set"), _pairs(axes, "axis")
+    both = next((k for k in sets if k in axes), None)
+    if both is not None:
+        raise ConfigError(f"invalid set={both}={sets[both]!r}: --set {both} is given beside --axis {both}="
+                          f"{axes[both]}; give it once (an axis, or a fixed value)")
+    base = {k: read(k, v) for k, v in sets.items()}
+    product = {k: [read(k, x) for x in split_names(v)] for k, v in axes.items()}  # [a,b] kept
     return {"base": base, "product": product}
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 from stabkit.algorithms.base import Algorithm
 from stabkit.algorithms.dp import DP
+from stabkit.algorithms.variant import hp_value
 from stabkit.errors import ConfigError, require
 
 WRAPPERS = {"dp": DP}
@@ -32,12 +33,10 @@ def parse_wrap(spec: Optional[str]) -> Optional[tuple]:
     values = {}
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"invalid wrap={spec!r}: expected KEY=VALUE after {name}:, got {item!r}")
-        try:
-            values[key.strip()] = float(text)
-        except ValueError:
-            values[key.strip()] = text.strip()
+        if not sep or not key.strip() or key.strip() in values:
+            raise ConfigError(f"invalid wrap={spec!r}: expected KEY=VALUE items after {name}:, each key once, got "
+                              f"{item!r}")
+        values[key.strip()] = hp_value(text.strip())  # read as --hp and variants read a value
     cls = WRAPPERS[name]
     allowed = [f.name for f in dataclasses.fields(cls.params_cls)]
     for key in values:

@@ -92,6 +92,8 @@ FILES = {
     "cfg_clients_text": "clients: many\n",
     "cfg_weight_decay_inf": "weight_decay: .inf\n",
     "cfg_batch_list": "batch_size: [16]\n",
+    "cfg_lr_twice": "lr: 0.1\nrounds: 2\nlr: 0.2\n",
+    "json_twice": '{"rounds": 2, "rounds": 3}',
 }
 def _small_run(path):
     """A finished 2-round quadratic run with its final models saved (made once per session, copied per case)."""
@@ -110,7 +112,7 @@ _SMALL_RUN: list = []
 FILES["run"] = _small_run
 FILES["afile"] = "not a directory\n"
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
-SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml"}
+SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml", "json": ".json"}
 
 
 def _materialise(args, root):
@@ -190,7 +192,17 @@ PAIR = [
     (["--data-seed", "-1"], "data_seed=-1"),
     # command-line shape
     (["--out", ""], "out=''"),
+    # one duplicate-key rule: a key (or a single-valued option) given twice is refused on every surface
     (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.9"], "given twice"),
+    (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.5"], "--hp beta is given twice (0.5 and 0.5)"),
+    (["--wrap", "dp:clip=1,clip=2"], "invalid wrap='dp:clip=1,clip=2': expected KEY=VALUE items after dp:, each "
+                                     "key once"),
+    (["--wrap", "dp:clip=1", "--wrap", "dp:clip=2"], "invalid option --wrap: given twice ('dp:clip=1' and "
+                                                     "'dp:clip=2')"),
+    (["--lr", "0.1", "--lr=0.2"], "invalid option --lr: given twice ('0.1' and '0.2')"),
+    (["--config", "@cfg_lr_twice"], "key 'lr' is given twice (line 3)"),
+    (["--config", "@json_twice"], "key 'rounds' is given twice"),
+    (["--algo", "dp_fedavg[clip=1,clip=2]"], "each key once"),
     (["--local-rounds", "0,x"], "local_rounds='0,x'"),
     (["--preset", "nosuch"], "preset='nosuch'"),
     # batch larger than every client's data; a preset on a data directory too small for its partition
@@ -294,6 +306,10 @@ SWEEP = [
     (["--out", ""], "out=''"),
     (["--set", "lr=0.1", "--set", "lr=0.2"], "given twice"),
     (["--axis", "lr=0.1,0.2", "--axis", "lr=0.3"], "given twice"),
+    (["--set", "lr=0.1", "--set", "lr=0.1"], "--set lr is given twice"),
+    (["--set", "lr=0.1", "--axis", "lr=0.1,0.2"], "invalid set=lr='0.1': --set lr is given beside --axis lr=0.1,0.2"),
+    (["--set", "lr=1e-3", "--set", "clip=0"], "invalid clip=0: "),  # 1e-3 is a number, as --hp reads it
+    (["--set", "algo=fedavg", "--set", "wrap=dp:clip=1,clip=2"], "each key once"),
     (["--set", "task=npz"], "npz_path"),
     (["--set", "task=cifar10", "--set", "data_dir=missing"], "data_dir='missing'"),
     (["--set", "task=npz", "--set", "npz_path=@npz_nan_x", "--set", "clients=4", "--set", "heldout_clients=2"],
@@ -334,6 +350,8 @@ OTHER = [
                                                                       "a top-up that --no-top-up turns off"),
     (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
     (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
+    (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.2", "--tune", "lr=0.3"], "invalid option --tune: given twice"),
+    (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.1"], "each grid value once"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
