@@ -111,6 +111,7 @@ def _small_run(path):
 _SMALL_RUN: list = []
 FILES["run"] = _small_run
 FILES["afile"] = "not a directory\n"
+FILES["atlas_damaged"] = lambda p: (p.mkdir(), (p / "atlas.json").write_text("{,"))
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
 SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml", "json": ".json"}
 
@@ -351,6 +352,8 @@ OTHER = [
     (["atlas", "--suite", "ci", "--address", "127.0.0.1:6379"], "only with --executor ray"),
     (["atlas", "--suite", "ci", "--out", "@afile"], "invalid out="),
     (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.2", "--tune", "lr=0.3"], "invalid option --tune: given twice"),
+    (["atlas", "--suite", "ci", "--out", "@atlas_damaged"], "its atlas.json is damaged (not valid JSON"),
+    (["atlas", "--suite", "ci", "--seeds", "100000", "--dry-run"], "invalid sweep='14,400,000 jobs': at most 20,000"),
     (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.1"], "each grid value once"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
