@@ -66,8 +66,8 @@ class _Jitter(FedAvg):
         import numpy as np
         from flwr.app import Array, ArrayRecord
 
-        w = arrays["theta"].numpy()
-        return ArrayRecord({"theta": Array(w + np.float32(1e-4) * self.draw(w.shape).astype(w.dtype))}), metrics
+        return ArrayRecord({k: Array(a.numpy() + np.float32(1e-4) * self.draw(a.numpy().shape).astype(a.dtype))
+                            for k, a in arrays.items()}), metrics
 
 
 class UrandomFromRound3(_Jitter):
@@ -192,3 +192,8 @@ def nondeterministic_from_round3_app():
         return np.frombuffer(os.urandom(4), np.uint8).astype(np.float32)[:3] * np.float32(1e-3)
 
     return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context, noise(msg))))
+
+
+def urandom_strategy_app():
+    app = good_app()
+    return {**app, "strategy": UrandomFromRound3()}

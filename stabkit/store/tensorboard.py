@@ -89,6 +89,5 @@ def write_events(run_dir, logdir) -> Path:
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ConfigError(f"invalid tensorboard={str(logdir)!r}: writing the events failed ({e.strerror or e}); "
-                          "the run itself is kept, write them again with the same command on a resumed run or "
-                          "free the space") from None
+                          f"the run itself is kept in {run_dir}") from None
     return logdir

@@ -74,6 +74,7 @@ def test_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, args,
 STOPS = [  # a ClientApp that misbehaves after round 1: a failed run, its rounds kept, no --resume advised
     ("nondeterministic_from_round3_app", "at round 3 (pair 0, trajectory B, node 2): the ClientApp is not "
                                          "deterministic under a fixed seed", 2),
+    ("urandom_strategy_app", "at round 3 (pair 0, trajectory B): the strategy is not deterministic", 2),
 ]
 
 
