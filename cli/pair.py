@@ -169,6 +169,8 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         resolve_hp(cfg.algo, cfg.hp)
+        from stabkit.algorithms.flower import check_strategy
+        check_strategy(cfg.algo, cfg.hp, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
         out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
         require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
     summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label)
