@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from stabkit import plugins
 from stabkit.algorithms.flower import inprocess as fl
@@ -48,7 +47,6 @@ from stabkit.engine.sampling import sample_clients
 from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
-from stabkit.run.roundlog import OVERFLOW
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.runstore import prepare_run_dir
 
@@ -174,6 +172,8 @@ class AppRun:
 
     def _divergence(self, pair: int, disc: float) -> str | None:
         """Why ``pair`` diverged (non-finite arrays, or D_t or a parameter beyond ``OVERFLOW``), or None."""
+        from stabkit.run.roundlog import OVERFLOW  # a paired run's threshold (imported on use: torch)
+
         arrays = [a for j in (0, 1) for a in self.arrays[pair, j].values()]
         if not (np.isfinite(disc) and all(np.isfinite(a).all() for a in arrays)):
             return "non-finite parameters"
@@ -237,7 +237,9 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
     ``completed``, ``diverged`` or ``failed``, as a paired run's). Round 1 runs before anything is written: an
     app refused there (a ConfigError) leaves nothing."""
     app = load_app(spec)
-    check_settings(spec, app, cfg)
+    check_settings(spec, app, cfg)  # an app refused so far answers before pandas and torch are imported
+    import pandas as pd
+
     run = AppRun(spec, app, cfg)
     run.initial_rows()
     start = time.perf_counter()

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 
-import torch
-
 from stabkit.algorithms.flower import inprocess as fl
 from stabkit.errors import ConfigError
 from stabkit.plugins import describe_error
@@ -23,7 +21,9 @@ from stabkit.plugins import describe_error
 def torch_seeded(key: int):
     """torch's global generators seeded from ``key`` (63 bits), the CPU one put back on exit. Without CUDA only
     the CPU generator is seeded: ``torch.manual_seed`` would queue a lazy CUDA seeding that records a stack
-    trace, 14 ms per call."""
+    trace, 14 ms per call. (torch is imported here, on the first call: refusals of the app come before it.)"""
+    import torch
+
     state = torch.get_rng_state()
     seed = key & 0x7FFFFFFFFFFFFFFF
     if torch.cuda.is_available():
