@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 
-from stabkit.algorithms.variant import hp_value
 from stabkit.config.presets import preset_reading, preset_values
 from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
+from stabkit.keyvalue import read_items
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
 
@@ -88,16 +88,7 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)
     hp.update(values.get("hp") or {})
-    given = {}
-    for item in hp_items:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
-        name, value = name.strip(), hp_value(text.strip())
-        if name in given:
-            raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice ({given[name]!r} and {value!r}); "
-                              "give it once")
-        hp[name] = given[name] = value
+    hp.update(read_items(hp_items, "hp", " ".join(hp_items)))  # --hp NAME=VALUE, each name once
     values["hp"] = hp
     for key in ROUND_LISTS:
         values[key] = _convert(key, values.get(key))

@@ -13,31 +13,23 @@ from pathlib import Path
 import click
 import yaml
 
-from stabkit.algorithms.variant import hp_value, split_names
+from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError
+from stabkit.keyvalue import read_items, scalar
 
 
 def _pairs(items, what):
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"invalid {what}={item!r}: expected KEY=VALUE")
-        key, text = key.strip(), text.strip()
-        if key in out:
-            raise ConfigError(f"invalid {what}={item!r}: --{what} {key} is given twice ({out[key]!r} and {text!r}); "
-                              "give it once")
-        out[key] = text
-    return out
+    """``--set`` / ``--axis`` items as ``{key: text}`` (each key once; the texts are read by :func:`_value`)."""
+    return read_items(items, what, " ".join(items), value=str)
 
 
 def _value(text: str):
     """A shorthand value: a number or none/null read as ``--hp`` and variants read it (the one scalar reader,
-    ``hp_value``: ``1e-3`` is a number, which YAML 1.1 would read as text), else YAML: true, [0, 20], or a plain
+    ``stabkit.keyvalue.scalar``: ``1e-3`` is a number, which YAML 1.1 would read as text), else YAML: true, [0, 20], or a plain
     string."""
-    scalar = hp_value(text)
-    if not isinstance(scalar, str):
-        return scalar
+    number = scalar(text)
+    if not isinstance(number, str):
+        return number
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:

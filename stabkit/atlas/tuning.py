@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stabkit.algorithms.variant import hp_value
 from stabkit.errors import require
+from stabkit.keyvalue import scalar
 
 TUNABLE = ("lr", "global_lr")  # run config fields a grid may vary; any hp.NAME too
 # The suites' default grids (``--tune lr`` without values); each holds the suite's shared rate, so the
@@ -55,7 +55,7 @@ def parse_tune(text: str | None, suite_name: str) -> Tune | None:
         return Tune(key, tuple(grid))
     grid = []
     for part in values.split(","):
-        v = hp_value(part.strip())  # read as --hp, --set and variants read a value
+        v = scalar(part.strip())
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
         require(ok, "tune", f"{key}={part.strip()}", "grid values must be finite numbers > 0")
         grid.append(float(v))

@@ -195,9 +195,9 @@ PAIR = [
     (["--out", ""], "out=''"),
     # one duplicate-key rule: a key (or a single-valued option) given twice is refused on every surface
     (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.9"], "given twice"),
-    (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.5"], "--hp beta is given twice (0.5 and 0.5)"),
-    (["--wrap", "dp:clip=1,clip=2"], "invalid wrap='dp:clip=1,clip=2': expected KEY=VALUE items after dp:, each "
-                                     "key once"),
+    (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.5"], "invalid hp='beta=0.5 beta=0.5': beta is given twice (0.5 and 0.5)"),
+    (["--wrap", "dp:clip=1,clip=2"], "invalid wrap='dp:clip=1,clip=2': clip is given twice (1 and 2); each key "
+                                     "once"),
     (["--wrap", "dp:clip=1", "--wrap", "dp:clip=2"], "invalid option --wrap: given twice ('dp:clip=1' and "
                                                      "'dp:clip=2')"),
     (["--lr", "0.1", "--lr=0.2"], "invalid option --lr: given twice ('0.1' and '0.2')"),
@@ -307,7 +307,7 @@ SWEEP = [
     (["--out", ""], "out=''"),
     (["--set", "lr=0.1", "--set", "lr=0.2"], "given twice"),
     (["--axis", "lr=0.1,0.2", "--axis", "lr=0.3"], "given twice"),
-    (["--set", "lr=0.1", "--set", "lr=0.1"], "--set lr is given twice"),
+    (["--set", "lr=0.1", "--set", "lr=0.1"], "lr is given twice ('0.1' and '0.1')"),
     (["--set", "lr=0.1", "--axis", "lr=0.1,0.2"], "invalid set=lr='0.1': --set lr is given beside --axis lr=0.1,0.2"),
     (["--set", "lr=1e-3", "--set", "clip=0"], "invalid clip=0: "),  # 1e-3 is a number, as --hp reads it
     (["--set", "algo=fedavg", "--set", "wrap=dp:clip=1,clip=2"], "each key once"),
