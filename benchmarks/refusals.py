@@ -99,6 +99,10 @@ def _before_torch(results: list) -> dict:
             "before_torch_max_s": max(before, default=None), "after_torch_max_s": max(after, default=None)}
 
 
+def _s(seconds) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", default="pair,sweep,other,outputs,tensorboard,flatness,flower,app")
@@ -118,8 +122,8 @@ def main(argv=None) -> dict:
               "not_clean": [r for r in results if not r["clean"]], "results": results}
     print(f"{report['cases']} cases, {report['clean']} clean; refusal time median {report['median_s']:.2f} s, "
           f"90th percentile {report['p90_s']:.2f} s, slowest {report['max_s']:.2f} s; {report['before_torch']} "
-          f"refused before torch: median {report['before_torch_median_s']:.2f} s, slowest "
-          f"{report['before_torch_max_s']:.2f} s; after torch, slowest {report['after_torch_max_s']:.2f} s; per table "
+          f"refused before torch: median {_s(report['before_torch_median_s'])}, slowest "
+          f"{_s(report['before_torch_max_s'])}; after torch, slowest {_s(report['after_torch_max_s'])}; per table "
           + ", ".join(f"{t} {s:.2f} s" for t, s in report["per_table_median_s"].items()))
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2) + "\n")
