@@ -3,9 +3,10 @@ DP run at a chosen delta, the DP => stability bound e^epsilon - 1 + delta, and t
 
 The accountant's and the measured epsilons are recomputed at ``delta`` from the run's ``privacy.json`` schedule
 and its ``dp_sensitivity`` column; the audit's lower bound comes from an audit folder (``stabkit audit``) of the
-same algorithm and schedule. ``privacy.json`` is not trusted on its own: its schedule must be the one the run's
-``config.json`` implies (clip, noise multiplier, clients, clients per round, the rounds logged), and its measured
-sensitivities finite and >= 0, else the file is reported as damaged with its path. Beside D_T (the coupled discrepancy) it gives the mean over pairs of the final loss
+same algorithm and schedule. ``privacy.json`` is not trusted on its own: its schedule must have the rounds the
+metrics logged and the clip, noise multiplier, clients and clients per round the run's ``config.json`` implies
+(given by the caller: ``stabkit.run.privacy_facts``), and its measured sensitivities must be finite and >= 0,
+else the file is reported as damaged with its path. Beside D_T (the coupled discrepancy) it gives the mean over pairs of the final loss
 difference of the two runs, the difference of expectations the DP => stability bound concerns: meaningful as such
 for decoupled runs (``--dp-noise independent``), whose two runs draw their own noise.
 """
@@ -66,27 +67,20 @@ def read_audit(audit_dir, delta: float, schedule: Schedule) -> dict:
     return record
 
 
-def checked_schedule(run_dir: Path, recorded: dict, df) -> Schedule:
-    """``privacy.json``'s schedule, after checking it against what ``config.json`` and the metrics imply and
-    the logged sensitivities (one line naming the file and the first field that disagrees)."""
-    from stabkit.algorithms import build_algorithm
-    from stabkit.algorithms.dp import find_dp
-    from stabkit.algorithms.wrap import with_wrap
-    from stabkit.config.runconfig import RunConfig
-
+def checked_schedule(run_dir: Path, recorded: dict, df, implied: Optional[dict] = None) -> Schedule:
+    """``privacy.json``'s schedule, after checking it against the rounds the metrics logged, what the run's
+    config implies (``implied``: clients, sampled, clip, noise_multiplier, from
+    :func:`stabkit.run.privacy_facts.implied_schedule`) and the logged sensitivities; one line naming the file
+    and the first field that disagrees."""
     where = f"invalid run={str(run_dir)!r}: {run_dir / FILE} is damaged"
     try:
         schedule = Schedule.from_dict(recorded["schedule"])
     except (KeyError, TypeError) as e:
         raise ConfigError(f"{where}: its schedule lacks {e}; restore it or rerun the run") from None
-    config = df.attrs.get("config") or {}
-    cfg = RunConfig.from_dict(config)
-    dp = find_dp(with_wrap(build_algorithm(cfg.algo, config.get("hp_resolved", cfg.hp)), cfg.wrap))
-    expected = {"rounds": int(df["round"].max()), "clients": cfg.task_options.clients, "sampled": cfg.sampled_clients,
-                "clip": dp.p.clip if dp else None, "noise_multiplier": dp.p.noise_multiplier if dp else None}
+    expected = {"rounds": int(df["round"].max()), **(implied or {})}
     for key, want in expected.items():
         got = getattr(schedule, key)
-        if want is not None and not math.isclose(float(got), float(want), rel_tol=1e-12):
+        if not math.isclose(float(got), float(want), rel_tol=1e-12):
             raise ConfigError(f"{where}: its {key} is {got!r}, but config.json and metrics.csv give {want!r}; "
                               "restore it or rerun the run")
     if "dp_sensitivity" in df:
@@ -98,8 +92,10 @@ def checked_schedule(run_dir: Path, recorded: dict, df) -> Schedule:
     return schedule
 
 
-def privacy_report(run_dir, delta: float, audit_dir=None) -> dict:
-    """The report of the DP run in ``run_dir`` at ``delta`` (with the audit of ``audit_dir`` when given)."""
+def privacy_report(run_dir, delta: float, audit_dir=None, implied: Optional[dict] = None) -> dict:
+    """The report of the DP run in ``run_dir`` at ``delta`` (with the audit of ``audit_dir`` when given);
+    ``implied``: the schedule's fields its config.json implies, which privacy.json must match
+    (:func:`stabkit.run.privacy_facts.implied_schedule`)."""
     delta = check_delta(delta)
     run_dir = Path(run_dir)
     df = load_run(run_dir)
@@ -107,7 +103,7 @@ def privacy_report(run_dir, delta: float, audit_dir=None) -> dict:
         raise ConfigError(f"invalid run={str(run_dir)!r}: {NO_NOISE} (it has no DP layer: run --algo dp_fedavg "
                           f"or --wrap dp:clip=...,noise_multiplier=...)")
     recorded = read_json(run_dir / FILE, "privacy")
-    schedule = checked_schedule(run_dir, recorded, df)
+    schedule = checked_schedule(run_dir, recorded, df, implied)
     audit = read_audit(audit_dir, delta, schedule) if audit_dir is not None else None
     accountant = epsilons(schedule, delta)
     measured = measured_epsilons(schedule, df, delta) if schedule.noise_multiplier else []

@@ -48,6 +48,7 @@ def check_strategy(name: str, hp: dict, s: int) -> None:
     if is_flower(name):
         import numpy as np
 
-        from stabkit.algorithms import build_algorithm
+        from stabkit.algorithms.variant import merged_hp
 
-        build_algorithm(name, hp).make_strategy(s, np.zeros(1, np.float32))
+        base, hp = merged_hp(name, hp)
+        flower_class(base).from_hp(hp).make_strategy(s, np.zeros(1, np.float32))
