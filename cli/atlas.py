@@ -80,7 +80,12 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship
     check_writable(out)  # as the plan checks it, but before the imports below (pandas, scipy, matplotlib: ~1.5 s)
     workers = len(usable_cpus()) if workers is None else workers
     runs_on = make_executor(executor, workers, address, res, ship_data)  # a bad --address, refused as early
-    from stabkit.atlas.runner import SWEEP, AtlasRequest, run_atlas  # imported on use: the page's libraries, torch
+    from stabkit.atlas.runner import (  # imported on use: the page's libraries, torch
+        SWEEP,
+        TENSORBOARD_FOLDERS,
+        AtlasRequest,
+        run_atlas,
+    )
     from stabkit.store.fserrors import undone_on_fs_error
     from stabkit.sweep.runner import has_finished_jobs
     from stabkit.sweep.tensorboard import with_tensorboard
@@ -91,7 +96,7 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship
                        project=not request.pop("no_projection"), top_up=not request.pop("no_top_up"), **request)
     with undone_on_fs_error(out, keep=lambda: has_finished_jobs(Path(out) / SWEEP)):  # a full or read-only disk
         res = run_atlas(req, out, runs_on, echo=click.echo,
-                        progress=with_tensorboard(Progress(quiet), tensorboard))
+                        progress=with_tensorboard(Progress(quiet), tensorboard, *TENSORBOARD_FOLDERS))
     if dry_run:
         return
     c = res["counts"]

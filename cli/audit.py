@@ -36,6 +36,10 @@ def audit(ctx, hp_items, config_path, trials, delta, out, fmt, **params):
     from stabkit.privacy.audit import check_trials
 
     check_trials(trials, check_delta(delta))  # refused before torch is imported or anything is written
+    if out is not None:
+        from stabkit.privacy.report import check_new_audit_dir
+
+        check_new_audit_dir(out)
     from stabkit.run.audit import run_audit
     from stabkit.store.atomic import strict_json
 

@@ -3,7 +3,8 @@
 Every module of this package that defines a click command as ``command`` is a subcommand (so adding a
 command is adding a file). User mistakes (``ConfigError`` or a click usage error) and a file system that
 refuses a write (full, read-only, name too long: ``stabkit.store.fserrors``) print one line ``error: ...`` and
-exit with status 2, never a traceback.
+exit with status 2, never a traceback. An option that takes one value given twice (two ``--wrap``s, two
+``--tune``s) is refused by name, as a key given twice is everywhere else: click would keep the last silently.
 """
 from __future__ import annotations
 
@@ -35,8 +36,32 @@ for _info in pkgutil.iter_modules(stabkit_cli.__path__):
         cli.add_command(_command)
 
 
+def refuse_repeated(args: list) -> None:
+    """ConfigError naming the first single-valued option of the subcommand in ``args`` that is given twice."""
+    name = next((a for a in args if not a.startswith("-")), None)
+    command = cli.commands.get(name)
+    if command is None:
+        return
+    single = {opt: p for p in command.params if isinstance(p, click.Option) and not (p.is_flag or p.multiple
+                                                                                     or p.count) for opt in p.opts}
+    seen: dict = {}
+    rest = iter(args[args.index(name) + 1:])
+    for arg in rest:
+        if arg == "--":
+            break
+        opt, sep, value = arg.partition("=")
+        if opt not in single:
+            continue
+        value = value if sep else next(rest, "")
+        param = single[opt]
+        if param.name in seen:
+            raise ConfigError(f"invalid option {opt}: given twice ({seen[param.name]!r} and {value!r}); give it once")
+        seen[param.name] = value
+
+
 def main(argv=None) -> None:
     try:
+        refuse_repeated(list(sys.argv[1:] if argv is None else argv))
         code = cli.main(args=argv, prog_name="stabkit", standalone_mode=False)
     except ConfigError as e:
         click.echo(f"error: {e}", err=True)

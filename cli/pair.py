@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 
-from stabkit.algorithms.variant import hp_value
 from stabkit.config.presets import preset_reading, preset_values
 from stabkit.config.runconfig import RunConfig, read_mapping
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
+from stabkit.keyvalue import read_items
 from stabkit_cli.help import Choice, Sectioned
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
@@ -90,16 +90,7 @@ def build_config(params: dict, explicit: set, config_path, hp_items, preset=None
         if key in explicit or key not in values and key not in (values.get("task_options") or {}):
             values[key] = _convert(key, value)
     hp.update(values.get("hp") or {})
-    given = {}
-    for item in hp_items:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp beta=0.9")
-        name, value = name.strip(), hp_value(text.strip())
-        if name in given and given[name] != value:
-            raise ConfigError(f"invalid hp={item!r}: --hp {name} is given twice with different values "
-                              f"({given[name]!r} and {value!r}); give it once")
-        hp[name] = given[name] = value
+    hp.update(read_items(hp_items, "hp", " ".join(hp_items)))  # --hp NAME=VALUE, each name once
     values["hp"] = hp
     for key in ROUND_LISTS:
         values[key] = _convert(key, values.get(key))
@@ -166,9 +157,11 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         params.pop(k) for k in ("out", "overwrite", "quiet", "label", "tensorboard", "flwr_app", "verbose"))
     explicit = {k for k in params if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
     if flwr_app is not None:  # a whole Flower app (stabkit_cli.flwr_app)
-        from stabkit_cli.flwr_app import pair_flower_app
+        from stabkit_cli.flwr_app import pair_flower_app, refuse_ignored
+        refuse_ignored(explicit, hp_items, read_mapping(config_path, "config", "run config") if config_path else {},
+                       preset, label)
         return pair_flower_app(flwr_app, build_config(params, explicit, config_path, hp_items, preset), out,
-                               overwrite, resume_dir or estimate, quiet)
+                               overwrite, resume_dir or estimate, quiet, tensorboard)
     if estimate:
         if resume_dir is not None:
             raise ConfigError(f"invalid option --estimate with --resume {resume_dir}: estimate a new run "
@@ -179,7 +172,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
     from stabkit.algorithms import resolve_hp
 
-    _tensorboard(tensorboard, None)
+    _tensorboard(tensorboard, None, resume_dir or out)
     if resume_dir is not None:
         cfg = _resumed_config(resume_dir, explicit, params,
                               hp_items or config_path or preset or out or overwrite or label)
@@ -195,6 +188,8 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         resolve_hp(cfg.algo, cfg.hp)
+        from stabkit.algorithms.flower import check_strategy
+        check_strategy(cfg.algo, cfg.hp, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
         out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
         require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
     summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label, verbose)
@@ -283,17 +278,17 @@ def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
         ctx.exit(130)
 
 
-def _tensorboard(logdir, run_dir) -> None:
-    """``--tensorboard``: check the extra is installed (``run_dir`` None, before the run) or write the run's
-    events to ``logdir/<run directory name>``."""
+def _tensorboard(logdir, run_dir, out=None) -> None:
+    """``--tensorboard``: check the extra is installed and ``logdir`` (and ``logdir/<out's name>``) can be
+    written (``run_dir`` None, before the run) or write the run's events to ``logdir/<run directory name>``."""
     if logdir is None:
         return
-    from stabkit.store.tensorboard import require_tensorboard, write_events
+    from stabkit.store.tensorboard import check_logdir, write_events
 
-    require_tensorboard()
-    if run_dir is not None:
-        Path(logdir).mkdir(parents=True, exist_ok=True)
-        click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
+    if run_dir is None:
+        check_logdir(logdir, *([Path(out).name] if out else []))
+        return
+    click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
 
 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}

@@ -29,9 +29,10 @@ def privacy(run, delta, audit_dir, fmt, plot):
     from pathlib import Path
 
     from stabkit.privacy.report import plot_sandwich, privacy_report, report_text
+    from stabkit.run.privacy_facts import implied_schedule
     from stabkit.store.atomic import strict_json
 
-    report = privacy_report(run, delta, audit_dir)
+    report = privacy_report(run, delta, audit_dir, implied=implied_schedule(run))
     click.echo(strict_json(report, indent=2) if fmt == "json" else report_text(report))
     if plot:
         paths = plot_sandwich(report, Path(run) / FIGURES_DIR)

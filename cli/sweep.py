@@ -8,34 +8,30 @@ per finished job.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 import yaml
 
 from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError, require
+from stabkit.keyvalue import read_items, scalar
 from stabkit.sweep import EXECUTORS
 from stabkit_cli.help import Choice
 
 
 def _pairs(items, what):
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"invalid {what}={item!r}: expected KEY=VALUE")
-        key, text = key.strip(), text.strip()
-        if out.get(key, text) != text:
-            raise ConfigError(f"invalid {what}={item!r}: --{what} {key} is given twice with different values "
-                              f"({out[key]!r} and {text!r}); give it once")
-        out[key] = text
-    return out
+    """``--set`` / ``--axis`` items as ``{key: text}`` (each key once; the texts are read by :func:`_value`)."""
+    return read_items(items, what, " ".join(items), value=str)
 
 
 def _value(text: str):
-    """A shorthand value read as YAML: 0.1, 5, true, none/null, [0, 20], or a plain string."""
-    if text.lower() == "none":
-        return None
+    """A shorthand value: a number or none/null read as ``--hp`` and variants read it (the one scalar reader,
+    ``stabkit.keyvalue.scalar``: ``1e-3`` is a number, which YAML 1.1 would read as text), else YAML: true, [0, 20], or a plain
+    string."""
+    number = scalar(text)
+    if not isinstance(number, str):
+        return number
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -49,8 +45,13 @@ NONE_IS_A_WORD = ("save_models",)
 
 def _shorthand(sets, axes) -> dict:
     read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
-    base = {k: read(k, v) for k, v in _pairs(sets, "set").items()}
-    product = {k: [read(k, x) for x in split_names(v)] for k, v in _pairs(axes, "axis").items()}  # [a,b] kept
+    sets, axes = _pairs(sets, "set"), _pairs(axes, "axis")
+    both = next((k for k in sets if k in axes), None)
+    if both is not None:
+        raise ConfigError(f"invalid set={both}={sets[both]!r}: --set {both} is given beside --axis {both}="
+                          f"{axes[both]}; give it once (an axis, or a fixed value)")
+    base = {k: read(k, v) for k, v in sets.items()}
+    product = {k: [read(k, x) for x in split_names(v)] for k, v in axes.items()}  # [a,b] kept
     return {"base": base, "product": product}
 
 
@@ -189,7 +190,7 @@ def sweep(ctx, spec, out, sets, axes, executor, workers, address, **flags):
     sw = load_spec(spec) if spec else parse_spec(shorthand, source="shorthand")
     if flags["estimate"]:
         return estimate(sw, workers, gpus, res.gpus)
-    progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"])
+    progress = with_tensorboard(Progress(flags["quiet"]), flags["tensorboard"], Path(out).name)
     manifest = run_sweep(sw, out, make_executor(executor, workers, address, res, flags["ship_data"]), force=flags["force"],
                          retry_failed=flags["retry_failed"], progress=progress)
     c = manifest.counts()

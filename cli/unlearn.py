@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import click
 
-from stabkit.algorithms.variant import hp_value
-from stabkit.errors import ConfigError
+from stabkit.keyvalue import read_items
 from stabkit.store.atomic import strict_json
 from stabkit_cli.help import Choice
 
@@ -34,12 +33,7 @@ def unlearn(run_dir, method, hp_items, floor_seeds, fmt):
     Example (on a run made by `stabkit pair --perturb remove-client --store-updates --out loo`):
       stabkit unlearn loo --method federaser --floor-seeds 4
     """
-    hp = {}
-    for item in hp_items:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"invalid hp={item!r}: expected NAME=VALUE, e.g. --hp rounds=3")
-        hp[name.strip()] = hp_value(text.strip())
+    hp = read_items(hp_items, "hp", " ".join(hp_items))  # the one KEY=VALUE reader: each name once
     from stabkit.unlearn.measure import check_unlearnable
     from stabkit.unlearn.measure import unlearn as run_unlearn
 

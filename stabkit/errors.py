@@ -16,6 +16,11 @@ def require(condition: bool, field: str, value, allowed: str) -> None:
         raise ConfigError(f"invalid {field}={value!r}: {allowed}")
 
 
+class PluginFailed(ConfigError):
+    """A plug-in algorithm (or a Flower strategy) raised or returned something the engine cannot use (one
+    line); raised after round 1, the run stops with status ``failed`` and keeps the rounds before."""
+
+
 class DiskFull(ConfigError):
     """The output's file system is full: one line naming the file and the bytes it needed (the files written
     before stay intact, every write being atomic); a sweep stops at once rather than failing job by job."""

@@ -54,6 +54,55 @@ class NotAStrategy:
     pass
 
 
+class _Jitter(FedAvg):
+    """Adds a tiny draw to the aggregate from round ``FROM`` on (``draw()``: a source the bridge does not seed)."""
+
+    FROM = 1
+
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if server_round < self.FROM:
+            return arrays, metrics
+        import numpy as np
+        from flwr.app import Array, ArrayRecord
+
+        return ArrayRecord({k: Array(a.numpy() + np.float32(1e-4) * self.draw(a.numpy().shape).astype(a.dtype))
+                            for k, a in arrays.items()}), metrics
+
+
+class UrandomFromRound3(_Jitter):
+    FROM = 3
+
+    def draw(self, shape):
+        import os
+
+        import numpy as np
+
+        return np.frombuffer(os.urandom(4 * int(np.prod(shape))), np.uint32) / np.float64(2 ** 32)
+
+
+class UnseededGenerator(_Jitter):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        import numpy as np
+
+        self.rng = np.random.default_rng()
+
+    def draw(self, shape):
+        return self.rng.standard_normal(shape)
+
+
+class NanAtRound2(FedAvg):
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if server_round < 2:
+            return arrays, metrics
+        import numpy as np
+        from flwr.app import Array, ArrayRecord
+
+        return ArrayRecord({"theta": Array(np.full_like(arrays["theta"].numpy(), np.nan))}), metrics
+
+
 # Flower apps for --flwr-app (entry points returning the dict stabkit.run.flwr_app documents): a one-array model
 # whose clients step towards their partition's target; each variant breaks one rule.
 def _tiny_app(train, heldout=1):
@@ -119,3 +168,32 @@ def wrong_shape_app():
 
 def not_a_dict_app():
     return ["client_app", "strategy"]
+
+
+def _round(msg) -> int:
+    return int(msg.content["config"]["server-round"])
+
+
+def nan_from_round3_app():
+    import numpy as np
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context) * (np.float32(np.nan) if _round(msg) >= 3
+                                                                               else np.float32(1))))
+
+
+def nondeterministic_from_round3_app():
+    import os
+
+    import numpy as np
+
+    def noise(msg):
+        if _round(msg) < 3:
+            return None
+        return np.frombuffer(os.urandom(4), np.uint8).astype(np.float32)[:3] * np.float32(1e-3)
+
+    return _tiny_app(lambda msg, context: _answer(msg, _step(msg, context, noise(msg))))
+
+
+def urandom_strategy_app():
+    app = good_app()
+    return {**app, "strategy": UrandomFromRound3()}

@@ -11,20 +11,9 @@ from __future__ import annotations
 import re
 
 from stabkit.errors import ConfigError
+from stabkit.keyvalue import read_items
 
 _VARIANT = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<args>[^\[\]]*)\]$")
-
-
-def hp_value(text: str):
-    """A hyperparameter value written as text (``--hp``, a variant): none/null, int, float, or a plain string."""
-    if text.lower() in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def split_names(text: str) -> list:
@@ -42,12 +31,7 @@ def split_variant(name: str) -> tuple:
     if match is None:
         raise ConfigError(f"invalid algo={name!r}: a variant is NAME[KEY=VALUE,...], e.g. "
                           f"dp_fedavg[noise_multiplier=3]")
-    fixed = {}
-    for item in filter(None, (s.strip() for s in match["args"].split(","))):
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip() or key.strip() in fixed:
-            raise ConfigError(f"invalid algo={name!r}: expected KEY=VALUE items, each key once, got {item!r}")
-        fixed[key.strip()] = hp_value(text.strip())
+    fixed = read_items(filter(None, (s.strip() for s in match["args"].split(","))), "algo", name)
     if not fixed:
         raise ConfigError(f"invalid algo={name!r}: a variant fixes at least one hyperparameter, NAME[KEY=VALUE]")
     return match["base"].strip(), fixed

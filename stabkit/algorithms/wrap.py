@@ -13,6 +13,7 @@ from typing import Optional
 from stabkit.algorithms.base import Algorithm
 from stabkit.algorithms.dp import DP
 from stabkit.errors import ConfigError, require
+from stabkit.keyvalue import read_items
 
 WRAPPERS = {"dp": DP}
 
@@ -29,15 +30,7 @@ def parse_wrap(spec: Optional[str]) -> Optional[tuple]:
     if name not in WRAPPERS:
         raise ConfigError(f"invalid wrap={spec!r}: the wrapper must be one of {', '.join(WRAPPERS)} "
                           f"(e.g. dp:clip=1,noise_multiplier=1.1)")
-    values = {}
-    for item in filter(None, (s.strip() for s in rest.split(","))):
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"invalid wrap={spec!r}: expected KEY=VALUE after {name}:, got {item!r}")
-        try:
-            values[key.strip()] = float(text)
-        except ValueError:
-            values[key.strip()] = text.strip()
+    values = read_items(filter(None, (s.strip() for s in rest.split(","))), "wrap", spec)
     cls = WRAPPERS[name]
     allowed = [f.name for f in dataclasses.fields(cls.params_cls)]
     for key in values:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from stabkit import plugins
+from stabkit.algorithms.flower import is_flower
 from stabkit.algorithms.variant import split_variant
 from stabkit.analysis.bounds import Bound, Setting, bounds_for
 from stabkit.analysis.bounds.libra import excess_risk_dynamics
@@ -47,6 +48,8 @@ def _bound_key(algo: str) -> str:
     ``fedprox[lam=0.1]`` has FedProx's bounds, evaluated at its resolved hyperparameters), or a plug-in's class
     ``name`` (importing a plug-in registers the bounds its module defines)."""
     algo = split_variant(algo)[0]
+    if is_flower(algo):  # a Flower strategy: no paper's bound is registered for it (its own name, not imported)
+        return algo
     if plugins.is_import_path(algo) or algo in plugins.installed("algo"):
         return getattr(plugins.load("algo", algo), "name", algo)
     return algo
@@ -58,8 +61,12 @@ def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
     The hyperparameters are the run's resolved ones (``config.json``'s ``hp_resolved``: every default filled
     in), so the bounds use exactly the values the run used."""
     recorded = df.attrs["config"]
-    cfg = RunConfig.from_dict(recorded)
     T = int(df["round"].max())
+    if APP in recorded:  # a whole Flower app: its own training, only its discrepancy is measured
+        return Setting(algo=f"{APP}:{recorded[APP]}", hp={}, K=0, T=T, s=int(recorded["clients_per_round"]),
+                       M=int(recorded["partitions"]), n=1, b=1, lr=np.zeros(T),
+                       measured={"disc": _per_round(df, "disc"), "disc_sq": _per_round(df, "disc_sq")})
+    cfg = RunConfig.from_dict(recorded)
     n = int(recorded.get("n_min") or 1)
     measured = {"disc": _per_round(df, "disc"), "disc_sq": _per_round(df, "disc_sq"),
                 "grad_norm_sq": _both(df, "grad_norm_sq"), "train_loss": _both(df, "train_loss"),
@@ -248,7 +255,10 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     except TooFewPoints:
         missing["growth fit"] = _too_short(f"T = {setting.T}{why}", setting.T + 1, "rounds 0..T")
     bounds, libra = [], {}
-    if setting.T >= 1:
+    if APP in df.attrs["config"]:
+        missing["bounds"] = ("not computed: a Flower app trains its clients with its own code, and the papers' "
+                             "bounds are stated for the local rule and constants of a stabkit run")
+    elif setting.T >= 1:
         bounds, libra = bounds_for(setting), _libra(setting)
         if df.attrs["config"]["perturb"] in REMOVALS:  # every printed proof is for replace-one neighbours
             for b in bounds:
@@ -259,13 +269,16 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
 
 
+APP = "flwr_app"  # the config.json key of a `stabkit pair --flwr-app` run
+
+
 def _finite_rounds(path: Path) -> tuple:
     """``(df, constants)``: the run's metrics up to its last round at which every pair is finite (and below
     the overflow threshold), and its constants.json ({} without one); one-line errors for what is missing."""
     df = load_run(path)
     if "config" not in df.attrs:
         raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
-    if "hp_resolved" not in df.attrs["config"]:
+    if "hp_resolved" not in df.attrs["config"] and APP not in df.attrs["config"]:
         raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
                           f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
                           f"{path / 'config.json'} --out NEW_DIR`")

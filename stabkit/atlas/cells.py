@@ -42,6 +42,7 @@ from stabkit.sweep.manifest import read_manifest
 
 REPLICATES = ("seed", "pairs")  # replication, not setting: a cell pools every pair of every seed
 TABLE_KEYS = ("task", "perturb")  # one table per task and perturbation
+IDENTITY = (*TABLE_KEYS, "algo")  # what names a job's cell: in its params even where the spec's base holds it
 RATE = {"linear": ("c", "slope"), "power": ("p", "exponent"), "saturating": ("rho", "rate ρ"),
         "exponential": ("r", "rate r")}
 
@@ -70,7 +71,10 @@ def read_jobs(root, workers: int = 1) -> list:
     """Every job of the sweep directory ``root``, with its metrics where it has any; with ``workers`` > 1 read
     by that many spawned processes (reading and analysing is ~0.2-0.3 s a job: minutes for a tuned atlas)."""
     root = Path(root)
-    items = list(read_manifest(root)["jobs"].items())
+    manifest = read_manifest(root)
+    base = manifest["spec"].get("base") or {}
+    fixed = {k: base[k] for k in IDENTITY if k in base}  # a suite of one algorithm has its name in the base
+    items = [(job_id, {**rec, "params": {**fixed, **rec["params"]}}) for job_id, rec in manifest["jobs"].items()]
     if workers <= 1 or len(items) < 4 * workers:
         return [_read_job(root, job_id, rec) for job_id, rec in items]
     ctx = multiprocessing.get_context("spawn")  # as the sweep's pool: no fork of a process holding torch threads

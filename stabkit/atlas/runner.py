@@ -4,7 +4,9 @@ Everything that can be wrong with the request is checked before anything runs or
 name, every algorithm (a plug-in is imported: one that fails is one line), every job's config, the data
 of every task, and ``out`` (an existing directory must be empty or hold an atlas). The sweep lives in
 ``out/sweep`` (``stabkit sweep``'s layout: re-running the same command skips finished jobs); the page,
-tables and figures are written to ``out``.
+tables and figures are written to ``out``. The page's libraries (pandas, scipy, matplotlib) and torch are
+imported where the sweep or the page needs them, after the request's own checks: a refused request answers
+before them.
 """
 from __future__ import annotations
 
@@ -15,12 +17,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.atlas.aliases import fold_aliases
-from stabkit.atlas.cells import cell_table, read_jobs
 from stabkit.atlas.floors import DEFAULT_FLOOR
-from stabkit.atlas.page import PageExtras, write_page
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
-from stabkit.atlas.tunedpage import tuned_page
 from stabkit.atlas.tuning import Tune, at_chosen, check_algos, choose, grid_spec, parse_tune, tuned_spec
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
@@ -28,6 +27,7 @@ from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
+TENSORBOARD_FOLDERS = (SWEEP, *(topup_dir(k) for k in range(1, PASSES + 1)))  # --tensorboard DIR/<these>/<job>
 # An atlas of all algorithms measures DP-FedAvg at three noise multipliers (its default z = 1 in the middle), so
 # its page can plot D_T against epsilon; --algos takes any variant (stabkit.algorithms.variant) for others
 DP_LEVELS = ("dp_fedavg[noise_multiplier=0.5]", "dp_fedavg", "dp_fedavg[noise_multiplier=2]")
@@ -59,11 +59,15 @@ def check_out(out: Path, suite: Suite) -> None:
     meta = out / ATLAS_FILE
     if meta.is_file():
         try:
-            held = json.loads(meta.read_text()).get("suite")
-        except ValueError:
-            held = None
-        require(held == suite.name, "out", str(out), f"a new directory: it holds the atlas of suite {held!r}, "
-                f"not {suite.name!r}")
+            held = json.loads(meta.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            held = f"not valid JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        if not isinstance(held, dict) or not isinstance(held.get("suite"), str):
+            what = held if isinstance(held, str) else "no suite recorded in it"
+            raise ConfigError(f"invalid out={str(out)!r}: its {ATLAS_FILE} is damaged ({what}: {meta}); restore "
+                              "it, or give a new directory")
+        require(held["suite"] == suite.name, "out", str(out), f"a new directory: it holds the atlas of suite "
+                f"{held['suite']!r}, not {suite.name!r}")
         return
     if any(out.iterdir()):
         raise ConfigError(f"invalid out={str(out)!r}: it holds something else (no {ATLAS_FILE}); give a new or "
@@ -192,6 +196,8 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
         _project(req, plan, echo, executor.resources.gpus)
     if req.dry_run:
         return {"jobs": len(plan.jobs)}
+    from stabkit.atlas.cells import read_jobs
+
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(plan.meta)
     atomic_write_json(out / ATLAS_FILE, meta)
@@ -257,6 +263,8 @@ def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: 
 
 def _all_jobs(out: Path, jobs: Optional[list], with_topup: bool) -> list:
     """The sweep's jobs (``jobs`` if already read) and, with ``with_topup``, every top-up pass's."""
+    from stabkit.atlas.cells import read_jobs
+
     jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
     for k in range(1, PASSES + 1) if with_topup else ():
         if (out / topup_dir(k) / "manifest.json").is_file():
@@ -267,6 +275,8 @@ def _all_jobs(out: Path, jobs: Optional[list], with_topup: bool) -> list:
 def atlas_cells(out: Path, jobs: Optional[list] = None, with_topup: bool = True):
     """The cell table of the atlas in ``out``: its sweep's jobs (``jobs`` if already read) and, with
     ``with_topup``, every top-up pass's."""
+    from stabkit.atlas.cells import cell_table
+
     meta = json.loads((out / ATLAS_FILE).read_text())
     suite = scaled(get_suite(meta["suite"]), meta.get("seeds"), meta.get("pairs"), meta.get("perturbs"))
     floors = {t.name: t.floor for t in suite.tasks}
@@ -290,7 +300,9 @@ def _machine(meta: dict, suite: Suite) -> dict:
 def atlas_page(out, jobs: Optional[list] = None) -> dict:
     """(Re)build the atlas page of ``out`` from its sweep directory (and its top-ups); ``jobs``: all of
     their jobs where the caller has read them already."""
+    from stabkit.atlas.page import PageExtras, write_page
     from stabkit.atlas.suites import POLICY
+    from stabkit.atlas.tunedpage import tuned_page
 
     out = Path(out)
     meta = json.loads((out / ATLAS_FILE).read_text())

@@ -20,10 +20,12 @@ reports the half-width reached.
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from stabkit.errors import require
+
+if TYPE_CHECKING:  # annotations only: the atlas's refusals come before pandas is imported
+    import pandas as pd
 
 TOPUP = "topup"
 PASSES = 3  # top-up passes at most

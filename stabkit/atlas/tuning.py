@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stabkit.errors import require
+from stabkit.keyvalue import scalar
 
 TUNABLE = ("lr", "global_lr")  # run config fields a grid may vary; any hp.NAME too
 # The suites' default grids (``--tune lr`` without values); each holds the suite's shared rate, so the
@@ -54,13 +55,10 @@ def parse_tune(text: str | None, suite_name: str) -> Tune | None:
         return Tune(key, tuple(grid))
     grid = []
     for part in values.split(","):
-        try:
-            v = float(part)
-        except ValueError:
-            v = None
-        require(v is not None and math.isfinite(v) and v > 0, "tune", f"{key}={part.strip()}",
-                "grid values must be finite numbers > 0")
-        grid.append(v)
+        v = scalar(part.strip())
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        require(ok, "tune", f"{key}={part.strip()}", "grid values must be finite numbers > 0")
+        grid.append(float(v))
     require(len(set(grid)) == len(grid), "tune", text, "each grid value once")
     return Tune(key, tuple(sorted(grid)))
 

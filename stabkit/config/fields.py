@@ -9,6 +9,7 @@ Config files and the Python API can hand a dataclass any value (``rounds: true``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -46,10 +47,16 @@ def _members(annotation) -> tuple:
     return (typing.get_origin(annotation) or annotation,)
 
 
+@functools.cache
+def _hints(cls: type) -> dict:
+    """The resolved annotations of a dataclass (resolved once: a sweep of thousands of jobs checks each)."""
+    return typing.get_type_hints(cls)
+
+
 def check_field_types(obj, names: dict | None = None) -> None:
     """Raise a one-line ConfigError for the first field of dataclass ``obj`` whose value has the wrong type;
     ``names`` maps a field to the name the user gives it (e.g. TaskOptions' ``seed`` is ``data_seed``)."""
-    hints = typing.get_type_hints(type(obj))
+    hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         kinds = _members(hints[f.name])
         value = getattr(obj, f.name)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from stabkit.algorithms.flower import is_flower
 from stabkit.algorithms.relaxed_init import AGGREGATIONS as RI_AGGREGATIONS
 from stabkit.algorithms.wrap import WRAP_HELP, parse_wrap
 from stabkit.config.fields import check_field_types, option
@@ -145,6 +146,10 @@ class RunConfig:
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
         require(self.dp_noise in DP_NOISE, "dp_noise", self.dp_noise, f"one of {', '.join(DP_NOISE)}")
         parse_wrap(self.wrap)
+        if self.wrap is not None and is_flower(self.algo):
+            raise ConfigError(f"invalid wrap={self.wrap!r} with algo={self.algo!r}: stabkit's wrappers act on "
+                              "stabkit's server step, which a Flower strategy replaces; use Flower's own wrapper "
+                              "(e.g. --algo flwr:DifferentialPrivacyServerSideFixedClipping --hp strategy=...)")
 
     def _check_counts(self):
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, PluginFailed  # noqa: F401 (PluginFailed: imported from here too)
 from stabkit.plugins import describe_error
-
-
-class PluginFailed(ConfigError):
-    """A plug-in algorithm's hook raised or returned something the engine cannot use (one line)."""
 
 
 class CheckedAlgorithm:

@@ -3,7 +3,10 @@ DP run at a chosen delta, the DP => stability bound e^epsilon - 1 + delta, and t
 
 The accountant's and the measured epsilons are recomputed at ``delta`` from the run's ``privacy.json`` schedule
 and its ``dp_sensitivity`` column; the audit's lower bound comes from an audit folder (``stabkit audit``) of the
-same algorithm and schedule. Beside D_T (the coupled discrepancy) it gives the mean over pairs of the final loss
+same algorithm and schedule. ``privacy.json`` is not trusted on its own: its schedule must have the rounds the
+metrics logged and the clip, noise multiplier, clients and clients per round the run's ``config.json`` implies
+(given by the caller: ``stabkit.run.privacy_facts``), and its measured sensitivities must be finite and >= 0,
+else the file is reported as damaged with its path. Beside D_T (the coupled discrepancy) it gives the mean over pairs of the final loss
 difference of the two runs, the difference of expectations the DP => stability bound concerns: meaningful as such
 for decoupled runs (``--dp-noise independent``), whose two runs draw their own noise.
 """
@@ -37,6 +40,16 @@ def _loss_difference(df) -> Optional[float]:
     return float((last["test_loss_b"] - last["test_loss_a"]).mean())
 
 
+def check_new_audit_dir(out) -> None:
+    """``out`` can take a new audit: writable, and not holding one (an audit is never silently replaced)."""
+    from stabkit.store.outdir import check_writable
+
+    check_writable(out)
+    if (Path(out) / AUDIT_FILE).exists():
+        raise ConfigError(f"invalid out={str(out)!r}: it already holds an audit ({Path(out) / AUDIT_FILE}); give a "
+                          "new folder, or remove that file to replace it")
+
+
 def read_audit(audit_dir, delta: float, schedule: Schedule) -> dict:
     """An audit folder's record, refused (one line) without one, at another delta or of another schedule."""
     path = Path(audit_dir) / AUDIT_FILE
@@ -54,8 +67,35 @@ def read_audit(audit_dir, delta: float, schedule: Schedule) -> dict:
     return record
 
 
-def privacy_report(run_dir, delta: float, audit_dir=None) -> dict:
-    """The report of the DP run in ``run_dir`` at ``delta`` (with the audit of ``audit_dir`` when given)."""
+def checked_schedule(run_dir: Path, recorded: dict, df, implied: Optional[dict] = None) -> Schedule:
+    """``privacy.json``'s schedule, after checking it against the rounds the metrics logged, what the run's
+    config implies (``implied``: clients, sampled, clip, noise_multiplier, from
+    :func:`stabkit.run.privacy_facts.implied_schedule`) and the logged sensitivities; one line naming the file
+    and the first field that disagrees."""
+    where = f"invalid run={str(run_dir)!r}: {run_dir / FILE} is damaged"
+    try:
+        schedule = Schedule.from_dict(recorded["schedule"])
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"{where}: its schedule lacks {e}; restore it or rerun the run") from None
+    expected = {"rounds": int(df["round"].max()), **(implied or {})}
+    for key, want in expected.items():
+        got = getattr(schedule, key)
+        if not math.isclose(float(got), float(want), rel_tol=1e-12):
+            raise ConfigError(f"{where}: its {key} is {got!r}, but config.json and metrics.csv give {want!r}; "
+                              "restore it or rerun the run")
+    if "dp_sensitivity" in df:
+        s = df["dp_sensitivity"].to_numpy(dtype=float)
+        bad = s[np.isinf(s) | (s < 0)]  # NaN: a round not measured
+        if len(bad):
+            raise ConfigError(f"invalid run={str(run_dir)!r}: its metrics.csv is damaged: a dp_sensitivity of "
+                              f"{float(bad[0])!r} (a measured sensitivity is a norm: finite and >= 0)")
+    return schedule
+
+
+def privacy_report(run_dir, delta: float, audit_dir=None, implied: Optional[dict] = None) -> dict:
+    """The report of the DP run in ``run_dir`` at ``delta`` (with the audit of ``audit_dir`` when given);
+    ``implied``: the schedule's fields its config.json implies, which privacy.json must match
+    (:func:`stabkit.run.privacy_facts.implied_schedule`)."""
     delta = check_delta(delta)
     run_dir = Path(run_dir)
     df = load_run(run_dir)
@@ -63,7 +103,7 @@ def privacy_report(run_dir, delta: float, audit_dir=None) -> dict:
         raise ConfigError(f"invalid run={str(run_dir)!r}: {NO_NOISE} (it has no DP layer: run --algo dp_fedavg "
                           f"or --wrap dp:clip=...,noise_multiplier=...)")
     recorded = read_json(run_dir / FILE, "privacy")
-    schedule = Schedule.from_dict(recorded["schedule"])
+    schedule = checked_schedule(run_dir, recorded, df, implied)
     audit = read_audit(audit_dir, delta, schedule) if audit_dir is not None else None
     accountant = epsilons(schedule, delta)
     measured = measured_epsilons(schedule, df, delta) if schedule.noise_multiplier else []

@@ -17,11 +17,21 @@ with the RNGs seeded from (seed, pair, round, node)), and ``aggregate_train`` gi
 ``--perturb client`` gives one node per pair (drawn from stabkit's streams) a held-out partition in trajectory B;
 ``--perturb remove-client`` runs B without one node (drawn likewise): B's cohort is A's, the node's slot taken by
 the next node of the same random order when A samples it (``stabkit.engine.perturbation``);
-``--perturb none`` is the null pair (D_t exactly 0 for a deterministic app: round 1 checks that two calls with the
-same seed, model and partition return the same bits, and names the node that does not). ``--perturb sample`` and
-``remove-sample`` are refused: stabkit cannot see inside the app's data loading. Writes ``config.json``,
-``metrics.csv`` (round, pair, disc, disc_sq, hit, skipped) and ``summary.json``; a failing call stops the run
-cleanly with the rows logged so far.
+``--perturb none`` is the null pair (D_t exactly 0 for a deterministic app). ``--perturb sample`` and
+``remove-sample`` are refused: stabkit cannot see inside the app's data loading.
+
+What a deterministic app owes is checked every round, at no extra call: where both trajectories of a pair send
+a node the same bits (the same model, the same partition: always in the null pair, and in a client-perturbed
+pair until the perturbation first reaches the model), the two replies must be the same bits (else the node is
+named); where both trajectories hand the strategy the same bits (the same model and replies), the two
+aggregates must be too. A client nondeterministic from round 3 on is caught at round 3, not left to drift.
+
+Round 1 runs before anything is written, so an app refused there leaves nothing. Writes ``config.json``,
+``metrics.csv`` (round 0, the common start, then round, pair, disc, disc_sq, hit, skipped per round) and
+``summary.json`` with the record every run has: ``completed``; ``diverged`` at the first round whose arrays are
+not finite or exceed the divergence threshold (a ClientApp returning NaN included), the rounds before kept;
+``failed`` with the reason when a call fails after round 1, the rounds before kept. An app run starts afresh
+(it keeps no checkpoint to resume from).
 """
 from __future__ import annotations
 
@@ -30,7 +40,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from stabkit import plugins
 from stabkit.algorithms.flower import inprocess as fl
@@ -140,21 +149,47 @@ class AppRun:
         return (f"flwr_app {self.spec!r} at round {t + 1} (pair {pair}, trajectory {TRAJ[j]}"
                 + ("" if node is None else f", node {node + fl.NODE_OFFSET}") + ")")
 
-    def step(self, t: int) -> None:
-        """Round t of every pair; its metrics row appended."""
+    def initial_rows(self) -> None:
+        """Round 0: the common start of every pair (D_0 = 0)."""
+        for pair in range(self.cfg.pairs):
+            disc = self.discrepancy(pair)
+            self.rows.append({"round": 0, "pair": pair, "disc": disc, "disc_sq": disc ** 2, "hit": 0, "skipped": 0})
+
+    def step(self, t: int) -> str | None:
+        """Round t of every pair; its metrics rows appended. Returns why the run diverged (None: it did not)."""
         order = client_order(self.cfg.seed, t, self.cfg.pairs, self.N)
         S = order[:, :self.s]
         cohorts = (S, removed_cohort(self.perturbed, S, order) if self.cfg.perturb == "remove-client" else S)
         keys = hash_keys(self.cfg.seed, "host", np.arange(self.cfg.pairs), t)
+        diverged = None
         for pair in range(self.cfg.pairs):
+            same_start = fc.same_arrays(self.arrays[pair, 0], self.arrays[pair, 1])
             replies = [self._train(t, pair, j, cohorts[j][pair], int(keys[pair])) for j in (0, 1)]
-            if t == 0:
-                self._check_deterministic(pair, replies)
+            if same_start:
+                self._check_deterministic(t, pair, replies)
             skipped = [self._aggregate(t, pair, j, replies[j], int(keys[pair])) for j in (0, 1)]
+            if same_start and all(fc.same_arrays(a, b) for (_, _, a), (_, _, b) in zip(*replies)) and \
+                    not fc.same_arrays(self.arrays[pair, 0], self.arrays[pair, 1]):
+                raise ConfigError(f"{self._where(t, pair, 1)}: the strategy is not deterministic: its two copies, "
+                                  "handed the same arrays and replies with random and numpy.random seeded alike, "
+                                  "aggregated different arrays (a generator of its own or os.urandom?)")
             disc = self.discrepancy(pair)
+            diverged = diverged or self._divergence(pair, disc)
             self.rows.append({"round": t + 1, "pair": pair, "disc": disc, "disc_sq": disc ** 2,
                               "hit": int(self.cfg.perturb != "none" and self.perturbed[pair] in S[pair]),
                               "skipped": int(any(skipped))})
+        return diverged
+
+    def _divergence(self, pair: int, disc: float) -> str | None:
+        """Why ``pair`` diverged (non-finite arrays, or D_t or a parameter beyond ``OVERFLOW``), or None."""
+        from stabkit.run.roundlog import OVERFLOW  # a paired run's threshold (imported on use: torch)
+
+        arrays = [a for j in (0, 1) for a in self.arrays[pair, j].values()]
+        if not (np.isfinite(disc) and all(np.isfinite(a).all() for a in arrays)):
+            return "non-finite parameters"
+        if disc > OVERFLOW or any(np.abs(a).max(initial=0) > OVERFLOW for a in arrays):
+            return f"parameters or discrepancy above {OVERFLOW:g}"
+        return None
 
     def _train(self, t: int, pair: int, j: int, cohort, key: int) -> list:
         """``[(message, reply, arrays)]`` of trajectory j's nodes, sorted by node id."""
@@ -173,13 +208,14 @@ class AppRun:
             self.client_calls += 1
         return out
 
-    def _check_deterministic(self, pair: int, replies) -> None:
-        """Round 1: every node that trains the same partition in both trajectories must return the same bits."""
-        b_arrays = {m.metadata.dst_node_id: b for m, _, b in replies[1]}  # by node: B's cohort may differ in one
+    def _check_deterministic(self, t: int, pair: int, replies) -> None:
+        """Both trajectories sent the same arrays: every node that trains the same partition in both must
+        return the same bits (matched by node: B's cohort may differ in one)."""
+        b_arrays = {m.metadata.dst_node_id: b for m, _, b in replies[1]}
         for m, _, a in replies[0]:
             node, b = m.metadata.dst_node_id - fl.NODE_OFFSET, b_arrays.get(m.metadata.dst_node_id)
             if b is not None and self.partition(pair, 1, node) == node and not fc.same_arrays(a, b):
-                raise ConfigError(f"{self._where(0, pair, 1, node)}: the ClientApp is not deterministic under a "
+                raise ConfigError(f"{self._where(t, pair, 1, node)}: the ClientApp is not deterministic under a "
                                   "fixed seed: two calls with the same model, partition and seeds (torch, numpy, "
                                   "random) returned different arrays, so even the null pair would drift")
 
@@ -208,30 +244,54 @@ def describe(e: Exception) -> str:
 
 
 def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict:
-    """Run the app ``spec`` paired for ``cfg.rounds`` rounds and write ``out``; return the summary."""
+    """Run the app ``spec`` paired for ``cfg.rounds`` rounds and write ``out``; return the summary (status
+    ``completed``, ``diverged`` or ``failed``, as a paired run's). Round 1 runs before anything is written: an
+    app refused there (a ConfigError) leaves nothing."""
     app = load_app(spec)
-    check_settings(spec, app, cfg)
+    check_settings(spec, app, cfg)  # an app refused so far answers before pandas and torch are imported
+    import pandas as pd
+
     run = AppRun(spec, app, cfg)
-    out = prepare_run_dir(Path(out), overwrite)
-    atomic_write_json(out / "config.json", {"flwr_app": spec, "seed": cfg.seed, "pairs": cfg.pairs,
-                                            "rounds": cfg.rounds, "clients_per_round": run.s,
-                                            "perturb": cfg.perturb, "partitions": run.N, "heldout": app["heldout"]})
+    run.initial_rows()
     start = time.perf_counter()
-    try:  # the app trains one client's minibatches at a time in Python: small ops, one thread (threads_for)
-        with threads_for(0.0):
-            for t in range(cfg.rounds):
-                run.step(t)
+    with threads_for(0.0):  # the app trains one client's minibatches at a time in Python: small ops, one thread
+        diverged = run.step(0)
+        out = prepare_run_dir(Path(out), overwrite)
+        atomic_write_json(out / "config.json", app_config(spec, run))
+        status, done, failed = ("diverged", 0, None) if diverged else ("completed", 1, None)
+        try:
+            if progress is not None and not diverged:
+                progress(1)
+            while status == "completed" and done < cfg.rounds:
+                diverged = run.step(done)
+                if diverged:
+                    status = "diverged"
+                    break
+                done += 1
                 if progress is not None:
-                    progress(t + 1)
-    finally:  # a failing call keeps the rows of the rounds before it
-        atomic_write_csv(out / "metrics.csv", pd.DataFrame(run.rows, columns=ROW_COLUMNS))
+                    progress(done)
+        except ConfigError as e:  # a call failed after round 1: the rounds before are kept
+            status, failed = "failed", str(e)
+        finally:
+            kept = [r for r in run.rows if r["round"] <= done]
+            atomic_write_csv(out / "metrics.csv", pd.DataFrame(kept, columns=ROW_COLUMNS))
     wall = time.perf_counter() - start
-    final = [r["disc"] for r in run.rows if r["round"] == cfg.rounds]
-    summary = {"status": "completed", "rounds_done": cfg.rounds, "final_disc_mean": float(np.mean(final)),
-               "final_disc_max": float(np.max(final)), "client_calls": run.client_calls, "wall_s": wall,
-               "s_per_round": wall / cfg.rounds, "skipped_rounds": int(sum(r["skipped"] for r in run.rows))}
+    final = [r["disc"] for r in kept if r["round"] == done]
+    summary = {"status": status, "rounds_done": done, "diverged_round": done + 1 if status == "diverged" else None,
+               "final_disc_mean": float(np.mean(final)), "final_disc_max": float(np.max(final)),
+               "client_calls": run.client_calls, "wall_s": wall, "s_per_round": wall / max(done, 1),
+               "skipped_rounds": int(sum(r["skipped"] for r in kept)),
+               **({"diverged_reason": diverged} if status == "diverged" else {}),
+               **({"failed_reason": failed} if failed else {})}
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def app_config(spec: str, run: AppRun) -> dict:
+    """The config.json of an app run: what it was run with (``flwr_app`` marks it as one)."""
+    cfg = run.cfg
+    return {"flwr_app": spec, "seed": cfg.seed, "pairs": cfg.pairs, "rounds": cfg.rounds, "clients_per_round": run.s,
+            "perturb": cfg.perturb, "partitions": run.N, "heldout": run.app["heldout"]}
 
 
 ROW_COLUMNS = ["round", "pair", "disc", "disc_sq", "hit", "skipped"]

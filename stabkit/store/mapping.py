@@ -2,7 +2,8 @@
 
 One reader for every YAML (``.yaml``/``.yml``) or JSON file stabkit reads a mapping from, so that a missing,
 unparsable or non-mapping file is refused the same way everywhere: one :class:`~stabkit.errors.ConfigError`
-line naming the option (or file) and the file, and what was expected.
+line naming the option (or file) and the file, and what was expected. A key given twice in one mapping (YAML
+or JSON) is refused, as on the command line: the last one silently winning is what a second key never means.
 """
 from __future__ import annotations
 
@@ -14,6 +15,32 @@ import yaml
 from stabkit.errors import ConfigError
 
 
+class DuplicateKey(ValueError):
+    """A mapping in a file gives one key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1}); give it once")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _unique_pairs(pairs: list) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for k in keys if keys.count(k) > 1), None)
+    if twice is not None:
+        raise DuplicateKey(f"key {twice!r} is given twice; give it once")
+    return dict(pairs)
+
+
+
 def read_mapping(path, field: str, what: str, hint: str = "") -> dict:
     """The mapping in the YAML or JSON file ``path`` (any suffix other than .yaml/.yml is read as JSON). A
     missing, unparsable or non-mapping file raises ``invalid FIELD='PATH': ...`` naming ``what`` was expected;
@@ -23,7 +50,11 @@ def read_mapping(path, field: str, what: str, hint: str = "") -> dict:
         raise ConfigError(f"invalid {field}={str(path)!r}: no such file (expected a .yaml/.yml/.json {what})")
     fmt = "yaml" if p.suffix in (".yaml", ".yml") else "json"
     try:
-        data = yaml.safe_load(p.read_text()) if fmt == "yaml" else json.loads(p.read_text())
+        text = p.read_text()
+        data = yaml.load(text, Loader=_UniqueKeyLoader) if fmt == "yaml" else \
+            json.loads(text, object_pairs_hook=_unique_pairs)
+    except DuplicateKey as e:
+        raise ConfigError(f"invalid {field}={str(path)!r}: {e}") from None
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as e:
         detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ConfigError(f"invalid {field}={str(path)!r}: not valid {fmt} ({detail}){hint}") from None

@@ -8,16 +8,22 @@ round:
   (test - train loss) and ``R_u-R_e`` (the unparticipating-client gap, ``client_gap`` in the CSV), at the
   rounds where they were evaluated.
 
-The folder is written beside its final place and moved there whole, so TensorBoard never reads half a run.
+The folder is written beside its final place and moved there whole, so TensorBoard never reads half a run;
+the events are written in this thread (TensorBoard's record format, no writer thread whose failure would
+print its own traceback), and a file system that refuses the write (full, read-only) is one line naming the
+folder, with the temporary one removed. :func:`check_logdir` checks the folder before a run starts.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import socket
+import time
 from pathlib import Path
 
 import numpy as np
 
+from stabkit.errors import ConfigError
 from stabkit.extras import require_extra
 
 METRICS = {"train_loss": "train_loss", "test_loss": "test_loss", "train_acc": "train_acc", "test_acc": "test_acc",
@@ -27,6 +33,17 @@ METRICS = {"train_loss": "train_loss", "test_loss": "test_loss", "train_acc": "t
 def require_tensorboard() -> None:
     """One line naming the install command when the extra is missing (checked before a run starts)."""
     require_extra("tensorboard")
+
+
+def check_logdir(logdir, *names) -> None:
+    """Before a run: the extra is installed, and ``logdir`` and its run folders ``logdir/NAME`` can be written
+    as directories (not a file, a dangling link, a read-only place or a name too long)."""
+    from stabkit.store.outdir import check_writable
+
+    require_tensorboard()
+    check_writable(logdir, "tensorboard")
+    for name in names:
+        check_writable(Path(logdir) / name, "tensorboard")
 
 
 def scalars(df) -> dict:
@@ -47,18 +64,30 @@ def write_events(run_dir, logdir) -> Path:
     from stabkit.store.runstore import load_run
 
     require_tensorboard()
-    from torch.utils.tensorboard import SummaryWriter
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
     logdir = Path(logdir)
     tmp = logdir.with_name(f".{logdir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    writer = SummaryWriter(log_dir=str(tmp))
+    points = scalars(load_run(run_dir))
     try:
-        for tag, points in scalars(load_run(run_dir)).items():
-            for step, value in points:
-                writer.add_scalar(tag, float(value), global_step=int(step))
-    finally:
-        writer.close()
-    shutil.rmtree(logdir, ignore_errors=True)
-    os.replace(tmp, logdir)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        now = time.time()
+        with open(tmp / f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.0", "wb") as f:
+            writer = RecordWriter(f)
+            writer.write(Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+            for tag, values in points.items():
+                for step, value in values:
+                    summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+                    writer.write(Event(wall_time=now, step=int(step), summary=summary).SerializeToString())
+            f.flush()
+            os.fsync(f.fileno())
+        shutil.rmtree(logdir, ignore_errors=True)
+        os.replace(tmp, logdir)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConfigError(f"invalid tensorboard={str(logdir)!r}: writing the events failed ({e.strerror or e}); "
+                          f"the run itself is kept in {run_dir}") from None
     return logdir

@@ -86,9 +86,13 @@ def check_job_data(jobs: list) -> None:
     from stabkit.run.preflight import build_checked_task, check_run
 
     by_task: dict = {}
+    checked = set()  # jobs that differ only in their seed are checked once: nothing checked here reads it
     for job in jobs:
-        cfg = RunConfig.from_dict(job.config)
-        by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
+        same = json.dumps({k: v for k, v in job.config.items() if k != "seed"}, sort_keys=True, default=str)
+        if same not in checked:
+            checked.add(same)
+            cfg = RunConfig.from_dict(job.config)
+            by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
     for group in by_task.values():
         task, tried = None, set()
         for job, cfg in group:

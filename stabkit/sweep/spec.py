@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError, require
 
 SPEC_KEYS = ("name", "base", "product", "zip")
+MAX_JOBS = 20_000  # jobs in one sweep at most (SweepSpec.jobs)
 HP_PREFIX = "hp."
 
 
@@ -78,8 +80,17 @@ class SweepSpec:
     def hash(self) -> str:
         return _hash(self.to_dict())
 
+    def size(self) -> int:
+        """How many jobs the spec expands to (counted, not expanded)."""
+        rows = min((len(v) for v in self.zip.values()), default=1)
+        return rows * math.prod(len(v) for v in self.product.values())
+
     def jobs(self) -> list:
-        """All jobs, each validated as ``stabkit pair`` validates a run."""
+        """All jobs, each validated as ``stabkit pair`` validates a run; a spec of more than ``MAX_JOBS`` jobs is
+        refused before any is made (each is validated and tracked in the manifest: a million of them would take
+        hours to check before the first one runs)."""
+        require(self.size() <= MAX_JOBS, "sweep", f"{self.size():,} jobs", f"at most {MAX_JOBS:,} jobs in one sweep "
+                "(fewer seeds or axis values; split it into several sweeps)")
         zipped = list(zip(*self.zip.values())) if self.zip else [()]
         jobs, seen = [], set()
         for z in zipped:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
-from stabkit.store.tensorboard import require_tensorboard, write_events
+from stabkit.store.tensorboard import check_logdir, write_events
 
 
 class TensorBoardHook:
@@ -33,10 +33,11 @@ class TensorBoardHook:
                 write_events(run, self.folder(manifest, j))
 
 
-def with_tensorboard(progress: Optional[Callable], logdir) -> Optional[Callable]:
+def with_tensorboard(progress: Optional[Callable], logdir, *names) -> Optional[Callable]:
     """``progress`` wrapped in a :class:`TensorBoardHook` writing to ``logdir`` (None: unchanged); a missing
-    extra is one line here, before anything runs."""
+    extra, or a ``logdir`` (or ``logdir/NAME`` of the sweep folders ``names``) that cannot be written, is one line
+    here, before anything runs."""
     if logdir is None:
         return progress
-    require_tensorboard()
+    check_logdir(logdir, *names)
     return TensorBoardHook(logdir, progress)

@@ -6,10 +6,11 @@ import pytest
 
 from stabkit import RunConfig
 from stabkit.algorithms import algorithm_class, build_algorithm, is_builtin, resolve_hp
-from stabkit.algorithms.variant import hp_value, split_variant
+from stabkit.algorithms.variant import split_variant
 from stabkit.analysis.run_analysis import analyze
 from stabkit.atlas.names import algo_title
 from stabkit.errors import ConfigError
+from stabkit.keyvalue import scalar
 from stabkit.run.experiment import run_pair
 from tests.helpers import cli
 
@@ -23,7 +24,7 @@ def test_a_variant_is_its_base_with_the_values_fixed():
     assert resolve_hp("dp_fedavg[noise_multiplier=3]", {"clip": 0.5}) == {"clip": 0.5, "noise_multiplier": 3}
     assert is_builtin("dp_fedavg[noise_multiplier=3]") and not is_builtin("pkg.mod:Algo[x=1]")
     assert algo_title("dp_fedavg[noise_multiplier=3]") == "DP-FedAvg (noise_multiplier = 3)"
-    assert [hp_value(t) for t in ("none", "3", "0.5", "abc")] == [None, 3, 0.5, "abc"]
+    assert [scalar(t) for t in ("none", "3", "0.5", "abc")] == [None, 3, 0.5, "abc"]
 
 
 @pytest.mark.parametrize("name, says", [

@@ -233,3 +233,21 @@ def test_the_matched_level_leaves_low_outliers_out():
     assert m.loc["dp", "matched"] == "not reached" and m.loc["d", "D_T@level"] == pytest.approx(1.1)
     three = table[table["algo"].isin(["a", "b", "dp"])]
     assert matched_level(three) == pytest.approx(0.69)
+
+
+def test_a_tuned_atlas_of_one_algorithm_knows_each_jobs_algorithm(tmp_path):
+    """`--algos fedavg --tune lr=...`: the algorithm (and a single task) sit in the spec's base, not in the jobs'
+    params; reading the grid pass gives every job its (task, algorithm) all the same, and the choice is made
+    (it ended in KeyError 'algo' after the whole grid had run)."""
+    import json
+
+    from stabkit.atlas.cells import read_jobs
+
+    spec = {"name": "t", "base": {"algo": "fedavg", "task": "quadratic", "rounds": 2}, "zip": {},
+            "product": {"seed": [0], "lr": [0.05, 0.15]}}
+    jobs = {f"seed=0,lr={v}": {"state": "failed", "params": {"seed": 0, "lr": v}, "error": "x"} for v in (0.05, 0.15)}
+    (tmp_path / "manifest.json").write_text(json.dumps({"spec": spec, "spec_hash": "h", "axes": ["seed", "lr"],
+                                                        "jobs": jobs}))
+    read = read_jobs(tmp_path)
+    assert [(j.params["task"], j.params["algo"]) for j in read] == [("quadratic", "fedavg")] * 2
+    assert choose(read, Tune("lr", (0.05, 0.15))) == {("quadratic", "fedavg"): 0.05}  # all -inf: the smaller

@@ -84,7 +84,7 @@ def test_refusals_benchmark_smoke(tmp_path):
     from benchmarks import refusals
 
     out = tmp_path / "refusals.json"
-    report = refusals.main(["--tables", "other", "--every", "4", "--json", str(out)])
+    report = refusals.main(["--tables", "other", "--every", "6", "--json", str(out)])
     assert report["cases"] >= 2 and report["clean"] == report["cases"], report["not_clean"]
     assert json.loads(out.read_text())["per_table_median_s"]["other"] > 0
 

@@ -93,6 +93,8 @@ FILES = {
     "cfg_clients_text": "clients: many\n",
     "cfg_weight_decay_inf": "weight_decay: .inf\n",
     "cfg_batch_list": "batch_size: [16]\n",
+    "cfg_lr_twice": "lr: 0.1\nrounds: 2\nlr: 0.2\n",
+    "json_twice": '{"rounds": 2, "rounds": 3}',
 }
 def _small_run(path):
     """A finished 2-round quadratic run with its final models saved (made once per session, copied per case)."""
@@ -110,8 +112,9 @@ def _small_run(path):
 _SMALL_RUN: list = []
 FILES["run"] = _small_run
 FILES["afile"] = "not a directory\n"
+FILES["atlas_damaged"] = lambda p: (p.mkdir(), (p / "atlas.json").write_text("{,"))
 DIRECTORIES = ("small_cifar", "cifar_label_10", "float_mnist", "mnist_label_12")
-SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml"}
+SUFFIX = {"_pt": ".pt", "init": ".npy", "npz": ".npz", "cfg": ".yaml", "json": ".json"}
 
 
 def _materialise(args, root):
@@ -196,7 +199,17 @@ PAIR = [
     (["--data-seed", "-1"], "data_seed=-1"),
     # command-line shape
     (["--out", ""], "out=''"),
+    # one duplicate-key rule: a key (or a single-valued option) given twice is refused on every surface
     (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.9"], "given twice"),
+    (["--algo", "fedsagd", "--hp", "beta=0.5", "--hp", "beta=0.5"], "invalid hp='beta=0.5 beta=0.5': beta is given twice (0.5 and 0.5)"),
+    (["--wrap", "dp:clip=1,clip=2"], "invalid wrap='dp:clip=1,clip=2': clip is given twice (1 and 2); each key "
+                                     "once"),
+    (["--wrap", "dp:clip=1", "--wrap", "dp:clip=2"], "invalid option --wrap: given twice ('dp:clip=1' and "
+                                                     "'dp:clip=2')"),
+    (["--lr", "0.1", "--lr=0.2"], "invalid option --lr: given twice ('0.1' and '0.2')"),
+    (["--config", "@cfg_lr_twice"], "key 'lr' is given twice (line 3)"),
+    (["--config", "@json_twice"], "key 'rounds' is given twice"),
+    (["--algo", "dp_fedavg[clip=1,clip=2]"], "each key once"),
     (["--local-rounds", "0,x"], "local_rounds='0,x'"),
     (["--preset", "nosuch"], "preset='nosuch'"),
     # batch larger than every client's data; a preset on a data directory too small for its partition
@@ -300,6 +313,10 @@ SWEEP = [
     (["--out", ""], "out=''"),
     (["--set", "lr=0.1", "--set", "lr=0.2"], "given twice"),
     (["--axis", "lr=0.1,0.2", "--axis", "lr=0.3"], "given twice"),
+    (["--set", "lr=0.1", "--set", "lr=0.1"], "lr is given twice ('0.1' and '0.1')"),
+    (["--set", "lr=0.1", "--axis", "lr=0.1,0.2"], "invalid set=lr='0.1': --set lr is given beside --axis lr=0.1,0.2"),
+    (["--set", "lr=1e-3", "--set", "clip=0"], "invalid clip=0: "),  # 1e-3 is a number, as --hp reads it
+    (["--set", "algo=fedavg", "--set", "wrap=dp:clip=1,clip=2"], "each key once"),
     (["--set", "task=npz"], "npz_path"),
     (["--set", "task=cifar10", "--set", "data_dir=missing"], "data_dir='missing'"),
     (["--set", "task=npz", "--set", "npz_path=@npz_nan_x", "--set", "clients=4", "--set", "heldout_clients=2"],
@@ -356,6 +373,10 @@ OTHER = [
     (["atlas", "--suite", "ci", "--cpus-per-job", "0"], "invalid cpus_per_job=0"),
     (["atlas", "--suite", "ci", "--dry-run", "--gpus", "-2"], "invalid gpus=-2: a positive number of GPUs"),
     (["atlas", "--suite", "ci", "--ship-data"], "invalid ship_data=True: only with --executor ray"),
+    (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.2", "--tune", "lr=0.3"], "invalid option --tune: given twice"),
+    (["atlas", "--suite", "ci", "--out", "@atlas_damaged"], "its atlas.json is damaged (not valid JSON"),
+    (["atlas", "--suite", "ci", "--seeds", "100000", "--dry-run"], "invalid sweep='14,400,000 jobs': at most 20,000"),
+    (["atlas", "--suite", "ci", "--tune", "lr=0.1,0.1"], "each grid value once"),
     (["models", "--bogus"], "--bogus"),
     (["algos", "--bogus"], "--bogus"),
     (["nosuchcommand"], "nosuchcommand"),
@@ -434,6 +455,29 @@ OUTPUTS = [  # every command checks its output directory before it computes, and
     (["sweep", "--axis", "seed=0,1", "--out", "@afile", "--quiet"], "it is an existing file"),
     (["sweep", "--axis", "seed=0,1", "--out", NOT_WRITABLE, "--quiet"], "not writable"),
 ]
+
+
+TENSORBOARD = [  # --tensorboard DIR checked with the outputs, before any work (a sweep's first job, a dry run)
+    (["pair", "--out", "run", "--tensorboard", "@afile"], "invalid tensorboard="),
+    (["pair", "--out", "run", "--tensorboard", "@afile/sub"], "is a file, so no directory can be created under it"),
+    (["pair", "--out", "run", "--tensorboard", "@dangling"], "it is a broken symbolic link"),
+    (["pair", "--out", "run", "--tensorboard", NOT_WRITABLE], "not writable"),
+    (["pair", "--out", "run", "--tensorboard", "t" * 300], "has 300 bytes"),
+    (["pair", "--out", "afile", "--tensorboard", "@tb_with_file"], "invalid tensorboard="),  # DIR/<run> a file
+    (["sweep", "--axis", "seed=0,1", "--out", "sw", "--tensorboard", "@afile", "--quiet"], "invalid tensorboard="),
+    (["sweep", "--axis", "seed=0,1", "--out", "afile", "--tensorboard", "@tb_with_file", "--quiet"],
+     "invalid tensorboard="),
+    (["atlas", "--suite", "ci", "--dry-run", "--tensorboard", "@afile"], "invalid tensorboard="),
+    (["atlas", "--suite", "ci", "--dry-run", "--tensorboard", "@tb_with_sweep_file"], "invalid tensorboard="),
+]
+FILES["dangling"] = lambda p: p.symlink_to(p.parent / "nowhere")
+FILES["tb_with_file"] = lambda p: (p.mkdir(), (p / "afile").write_text("a file\n"))
+FILES["tb_with_sweep_file"] = lambda p: (p.mkdir(), (p / "sweep").write_text("a file\n"))
+
+
+@pytest.mark.parametrize("args,needle", TENSORBOARD, ids=[" ".join(a) for a, _ in TENSORBOARD])
+def test_tensorboard_directories(tmp_path, capsys, monkeypatch, args, needle):
+    check_refused(args, needle, tmp_path, capsys, monkeypatch)
 
 
 @pytest.mark.parametrize("args,needle", OUTPUTS, ids=[" ".join(a) for a, _ in OUTPUTS])

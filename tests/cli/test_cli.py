@@ -31,7 +31,7 @@ BAD = [
     (["--batch-size", "many"], "batch_size='many'", "'full'"),
     (["--algo", "fedsagd", "--hp", "beta=1.5"], "beta=1.5", "in [0, 1)"),
     (["--algo", "fedprox", "--hp", "mu=0.1"], "'mu'", "allowed are lam"),
-    (["--hp", "nonsense"], "hp='nonsense'", "NAME=VALUE"),
+    (["--hp", "nonsense"], "hp='nonsense'", "KEY=VALUE"),
     (["--dtype", "float16"], "dtype='float16'", "float32, float64"),
     (["--model", "transformer"], "model='transformer'", "logistic, mlp, cnn, linear"),
     (["--task", "quadratic", "--model", "mlp"], "model='mlp'", "classification task"),

@@ -39,6 +39,7 @@ REFUSALS = [  # refused from the options alone: one line, exit 2, before torch i
     ["--task", "synthetic", "--clients", str(10 ** 8)],
     ["--task", "quadratic", "--quad-dim", str(10 ** 6), "--samples-per-client", str(10 ** 6)],
     ["--task", "cifar10", "--data-dir", "no/such/folder", "--estimate"],
+    ["--wrap", "dp:clip=1", "--wrap", "dp:clip=2"], ["--wrap", "dp:clip=1,clip=2"], ["--tensorboard", "@file"],
 ]
 SWEEP = ["sweep", "--out", "@sw", "--axis", "local_steps=1,2", "--quiet"]
 ELSEWHERE = [  # the other commands' refusals that the options (and a saved run's files) decide, before torch
@@ -53,6 +54,22 @@ ELSEWHERE = [  # the other commands' refusals that the options (and a saved run'
     ["landscape", "@run", "--points", "1000000"], ["sharpness", "@missing_model"], ["landscape", "@missing_model"],
     ["sharpness", "@corrupt_config"], ["landscape", "@list_config"], ["sharpness", "@empty_round"],
     ["unlearn", "@run", "--method", "none"], ["unlearn", "@run", "--method", "none", "--format", "xml"],
+    ["atlas", "--suite", "nope"], ["atlas", "--suite", "ci", "--algos", "nope"], ["atlas", "--suite", "ci",
+                                                                                  "--tune", "lr=-1"],
+    ["atlas", "--suite", "ci", "--seeds", "100000", "--dry-run"], ["atlas", "--suite", "ci", "--tensorboard", "@file"],
+    [*SWEEP, "--set", "lr=0.1", "--axis", "lr=0.1,0.2"],
+    ["audit", "--algo", "dp_fedavg", "--trials", "9"],
+]
+FLOWER = [  # --algo flwr:... and --flwr-app refusals: flwr is imported, torch is not
+    ["--algo", "flwr:Nope"], ["--algo", "flwr:FedAvgM", "--hp", "server_momentum=nan"],
+    ["--algo", "flwr:FedAdam", "--hp", "eta=-1"], ["--algo", "flwr:flwr.server.strategy:QFedAvg"],
+    ["--algo", "flwr:Krum", "--hp", "num_malicious_nodes=2", "--clients-per-round", "5"],
+    ["--algo", "flwr:DifferentialPrivacyServerSideFixedClipping", "--hp", "strategy=flwr.server.strategy:FedAvg",
+     "--hp", "noise_multiplier=1", "--hp", "clipping_norm=1"],
+    ["--algo", "flwr:FedAvg", "--wrap", "dp:clip=1"],
+    ["--flwr-app", "tests.flower_fixtures:good_app", "--lr", "0.1"],
+    ["--flwr-app", "tests.flower_fixtures:good_app", "--perturb", "sample"],
+    ["--flwr-app", "tests.flower_fixtures:good_app", "--out", "@file"],
 ]
 REFUSAL_PROBE = """
 import contextlib, io, json, sys
@@ -107,6 +124,15 @@ def test_other_commands_refuse_before_importing_torch(tmp_path):
         shutil.copytree(tmp_path / "run", tmp_path / name)
         DAMAGE[name](tmp_path / name)
     _refused_before_torch(ELSEWHERE, tmp_path)
+
+
+def test_flower_refusals_come_before_torch(tmp_path):
+    """A misspelt strategy, an argument out of its range, a robust aggregator with too few clients, a DP wrapper
+    around the other API, and a --flwr-app run's options: refused with flwr imported, torch not (the issue's
+    4.7 s for a misspelt name)."""
+    pytest.importorskip("flwr")
+    (tmp_path / "file").touch()
+    _refused_before_torch([["pair", *args, "--quiet"] for args in FLOWER], tmp_path)
 
 
 RUN_PROBE = """

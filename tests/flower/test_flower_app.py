@@ -1,5 +1,6 @@
 """``stabkit pair --flwr-app``: a whole Flower app (the example's ClientApp, strategy and initial arrays) paired
 end to end, and the app's bad inputs in one table."""
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +25,7 @@ def test_the_example_app_runs_end_to_end(perturb, tmp_path, capsys, monkeypatch)
                           str(tmp_path / "run"), *ARGS], capsys)
     assert code == 0, err
     rows = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    assert list(rows["round"]) == [1, 1, 2, 2] and list(rows["pair"]) == [0, 1, 0, 1]
+    assert list(rows["round"]) == [0, 0, 1, 1, 2, 2] and list(rows["pair"]) == [0, 1] * 3
     if perturb == "none":
         assert (rows["disc"] == 0).all()
     else:  # the perturbed node's held-out partition (or its removal) separates the runs from its first sampling
@@ -53,6 +54,17 @@ APP = [
     (["--flwr-app", f"{FIX}good_app", "--perturb", "remove-client", "--clients-per-round", "4"],
      "invalid clients_per_round=4: at most 3 with --perturb remove-client"),
     (["--flwr-app", f"{FIX}good_app", "--resume", "somewhere"], "with --resume or --estimate"),
+    # options an app run would ignore, refused by name
+    *[(["--flwr-app", f"{FIX}good_app", option, value], f"invalid option {option} with --flwr-app") for option, value in
+      [("--algo", "fedprox"), ("--lr", "0.1"), ("--local-steps", "3"), ("--save-models", "none"),
+       ("--dtype", "float64")]],
+    (["--flwr-app", f"{FIX}good_app", "--hp", "mu=1"], "invalid option --hp with --flwr-app"),
+    # the output paths, checked before the app is even loaded
+    (["--flwr-app", f"{FIX}good_app", "--out", "@afile"], "invalid out="),
+    (["--flwr-app", f"{FIX}good_app", "--out", "r", "--tensorboard", "@afile"], "invalid tensorboard="),
+    # a ClientApp refused in round 1 leaves nothing (round 1 runs before anything is written)
+    (["--flwr-app", f"{FIX}raising_app"], "the ClientApp raised ValueError: no data for this node"),
+    (["--flwr-app", f"{FIX}nondeterministic_app", "--perturb", "none"], "the ClientApp is not deterministic"),
 ]
 
 
@@ -62,21 +74,42 @@ def test_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, args,
                   monkeypatch)
 
 
-STOPS = [  # a misbehaving ClientApp stops the run at round 1 with one line naming the call
-    ("raising_app", "at round 1 (pair 0, trajectory A, node 2): the ClientApp raised ValueError: no data for this "
-                    "node"),
-    ("extra_key_app", "the reply's arrays are ['w', 'extra'], expected ['w'] (the keys sent)"),
-    ("wrong_shape_app", "the reply's array 'w' has shape [2] and dtype float32, expected [3] and float32"),
-    ("nondeterministic_app", "the ClientApp is not deterministic under a fixed seed"),
+STOPS = [  # a ClientApp that misbehaves after round 1: a failed run, its rounds kept, no --resume advised
+    ("nondeterministic_from_round3_app", "at round 3 (pair 0, trajectory B, node 2): the ClientApp is not "
+                                         "deterministic under a fixed seed", 2),
+    ("urandom_strategy_app", "at round 3 (pair 0, trajectory B): the strategy is not deterministic", 2),
 ]
 
 
-@pytest.mark.parametrize("name,needle", STOPS)
-def test_a_misbehaving_client_app_stops_in_one_line(name, needle, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("name,needle,kept", STOPS)
+def test_a_client_app_failing_mid_run_is_a_failed_run(name, needle, kept, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(["pair", "--flwr-app", f"{FIX}{name}", "--out", "run", "--perturb", "none",
-                          "--clients-per-round", "4", *ARGS[:4], "--quiet"], capsys)
+    args = ["pair", "--flwr-app", f"{FIX}{name}", "--out", "run", "--perturb", "none", "--clients-per-round", "4",
+            "--pairs", "2", "--rounds", "4", "--quiet"]
+    code, out, err = cli(args, capsys)
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    assert needle in lines[0], lines[0]
-    assert list(pd.read_csv(tmp_path / "run" / "metrics.csv").columns)[:3] == ["round", "pair", "disc"]
+    assert code == 2 and len(lines) == 1 and needle in lines[0] and f"rounds 0-{kept} are kept in run" in lines[0]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["rounds_done"] == kept
+    assert sorted(set(pd.read_csv(tmp_path / "run" / "metrics.csv")["round"])) == list(range(kept + 1))
+    code, _, err = cli(args, capsys)  # again: replace it, never --resume (an app run cannot be resumed)
+    assert code == 2 and "replace it with --overwrite" in err and "--resume" not in err
+
+
+def test_a_client_app_returning_nan_is_a_diverged_run(tmp_path, capsys):
+    code, _, err = cli(["pair", "--flwr-app", f"{FIX}nan_from_round3_app", "--out", str(tmp_path / "run"),
+                        "--perturb", "none", "--clients-per-round", "4", "--pairs", "2", "--rounds", "4", "--quiet"],
+                       capsys)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert code == 1 and "run diverged (non-finite parameters) at round 3" in err
+    assert summary["status"] == "diverged" and summary["diverged_round"] == 3 and summary["rounds_done"] == 2
+
+
+def test_an_app_run_has_tensorboard_events_and_a_bounds_report(tmp_path, capsys):
+    code, _, err = cli(["pair", "--flwr-app", f"{FIX}good_app", "--out", str(tmp_path / "run"), "--tensorboard",
+                        str(tmp_path / "tb"), *ARGS], capsys)
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "tb").iterdir()] == ["run"]
+    assert len(list((tmp_path / "tb" / "run").glob("events.out.tfevents.*"))) == 1
+    code, out, err = cli(["bounds", str(tmp_path / "run"), "--bootstrap", "0"], capsys)
+    assert code == 0 and "T = 2, 2 pairs" in out and "bounds: not computed: a Flower app" in out, err

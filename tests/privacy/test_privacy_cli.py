@@ -60,7 +60,7 @@ def test_noise_zero_is_allowed_and_says_epsilon_is_infinite(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["pair", "--wrap", "dp:clip=0"], "invalid clip=0.0"),
+    (["pair", "--wrap", "dp:clip=0"], "invalid clip=0: "),
     (["pair", "--wrap", "dp:clip=nan"], "invalid clip=nan"),
     (["pair", "--algo", "dp_fedavg", "--hp", "noise_multiplier=-0.5"], "invalid noise_multiplier=-0.5"),
     (["pair", "--algo", "scaffold", "--wrap", "dp:clip=1"], "its uploads (dc, delta) are not only its model delta"),
@@ -86,6 +86,49 @@ def test_privacy_refuses_a_run_without_dp_and_a_delta_outside_0_1(dp_run, tmp_pa
     for bad in ("0", "1", "-1e-5"):
         code, _, err = cli(["privacy", str(dp_run), "--delta", bad], capsys)
         assert code == 2 and "invalid delta=" in err
+
+
+def _edit_privacy(run, change):
+    record = json.loads((run / "privacy.json").read_text())
+    change(record)
+    (run / "privacy.json").write_text(json.dumps(record))
+
+
+def _negative_sensitivity(run):
+    import pandas as pd
+
+    df = pd.read_csv(run / "metrics.csv")
+    df.loc[df["round"] == 1, "dp_sensitivity"] = -0.5
+    df.to_csv(run / "metrics.csv", index=False)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda run: _edit_privacy(run, lambda r: r["schedule"].update(noise_multiplier=1000)),
+     "privacy.json is damaged: its noise_multiplier is 1000, but config.json and metrics.csv give 2"),
+    (lambda run: _edit_privacy(run, lambda r: r["schedule"].update(clip=1.0)), "its clip is 1.0"),
+    (lambda run: _edit_privacy(run, lambda r: r["schedule"].update(rounds=20)), "its rounds is 20"),
+    (lambda run: _edit_privacy(run, lambda r: r["schedule"].pop("sampled")), "its schedule lacks 'sampled'"),
+    (_negative_sensitivity, "metrics.csv is damaged: a dp_sensitivity of -0.5"),
+])
+def test_privacy_refuses_a_damaged_record_naming_it(dp_run, tmp_path, capsys, damage, message):
+    """privacy.json is cross-checked against config.json and the metrics (the issue's noise multiplier edited
+    2 -> 1000 gave epsilon 0.0083 for a run that spent 8.39); negative sensitivities are refused."""
+    import shutil
+
+    run = tmp_path / "dp"
+    shutil.copytree(dp_run, run)
+    damage(run)
+    code, _, err = cli(["privacy", str(run)], capsys)
+    assert code == 2 and message in err and err.strip().count("\n") == 0, err
+
+
+def test_audit_refuses_an_out_that_holds_an_audit(tmp_path, capsys):
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "audit.json").write_text("{}")
+    code, _, err = cli(["audit", *SMALL, "--algo", "dp_fedavg", "--trials", "20", "--out", str(tmp_path / "audit")],
+                       capsys)
+    assert code == 2 and "it already holds an audit" in err
+    assert (tmp_path / "audit" / "audit.json").read_text() == "{}"
 
 
 def test_a_missing_dp_accounting_names_its_install_command_before_anything_is_written(monkeypatch, tmp_path, capsys):

@@ -94,7 +94,7 @@ def test_existing_run_directory_is_refused_with_one_line_and_overwrite_replaces_
     assert "already holds a run (completed after 3 rounds, with a checkpoint)" in err
     assert f"--resume {out}" in err and "--overwrite" in err
     assert (out / "metrics.csv").read_bytes() == before
-    code, _, err = cli([*args[:-2], "--rounds", "4", "--out", str(out), "--overwrite"], capsys)
+    code, _, err = cli(["pair", *QUAD, "--rounds", "4", "--out", str(out), "--overwrite"], capsys)
     assert code == 0, err
     assert load_run(out)["round"].max() == 4
 

@@ -81,3 +81,23 @@ def test_without_the_extra_one_line_exit_2_nothing_written(tmp_path, capsys, mon
                             capsys)
     assert code == 2 and 'pip install -e ".[tensorboard]"' in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "tb").exists() and stdout == ""
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_leaves_no_temporary(tmp_path, capsys, monkeypatch):
+    """The events are written in this thread: a refused write is one line with the folder's path, the run is
+    kept, and no `.run.tmp-<pid>` folder stays behind."""
+    import errno
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RecordWriter, "write", full)
+    code, out, err = cli(["pair", *RUN, "--out", str(tmp_path / "run"), "--tensorboard", str(tmp_path / "tb"),
+                          "--quiet"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith(f"error: invalid tensorboard='{tmp_path / 'tb' / 'run'}': writing the events failed "
+                               "(No space left on device)")
+    assert (tmp_path / "run" / "summary.json").is_file() and list((tmp_path / "tb").iterdir()) == []

@@ -40,3 +40,15 @@ def flower_class(name: str) -> type:
 
         _CLASSES[name] = bridge_class(name)
     return _CLASSES[name]
+
+
+def check_strategy(name: str, hp: dict, s: int) -> None:
+    """Build the strategy ``--algo name`` names for ``s`` clients per round, before the run (and before torch):
+    what its constructor refuses, and a robust aggregator given too few clients, is one line now."""
+    if is_flower(name):
+        import numpy as np
+
+        from stabkit.algorithms.variant import merged_hp
+
+        base, hp = merged_hp(name, hp)
+        flower_class(base).from_hp(hp).make_strategy(s, np.zeros(1, np.float32))

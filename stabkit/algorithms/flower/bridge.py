@@ -18,7 +18,14 @@ Message API's calls are named; a legacy strategy's ``configure_fit`` / ``aggrega
   skipped round.
 
 Flower's ``random`` / ``numpy.random`` draws are seeded from ``ctx.keys`` (keyed on seed, pair and round, the
-same for both trajectories), so a null pair stays exactly 0 and DP noise is coupled. The strategy's server rule
+same for both trajectories), so a null pair stays exactly 0 and DP noise is coupled. A strategy that draws
+from anything else (an unseeded generator of its own, ``os.urandom``) would make the pair drift without a
+word, so every round, for every pair whose two trajectories handed their strategy the same bits (the same
+global model and the same replies: always in the null pair, and in a perturbed pair until the perturbation
+first reaches the cohort), the two aggregates must be the same bits; a failure names the round. The check
+costs two comparisons of arrays per pair, no extra call. A failure after round 1 (the strategy raising,
+returning the wrong arrays, or this check) stops the run as a failing plug-in does: ``summary.json`` with
+status ``failed``, the rounds before it kept. The strategy's server rule
 replaces stabkit's server step: ``--global-lr`` must be 1 (a server learning rate is the strategy's own
 hyperparameter).
 """
@@ -31,7 +38,6 @@ import sys
 from typing import ClassVar
 
 import numpy as np
-import torch
 
 from stabkit.algorithms.base import Algorithm
 from stabkit.algorithms.flower import inprocess as fl
@@ -39,7 +45,7 @@ from stabkit.algorithms.flower import legacy
 from stabkit.algorithms.flower.params import SAMPLING, params_class
 from stabkit.algorithms.flower.strategies import PREFIX, is_legacy, strategy_class
 from stabkit.algorithms.rules import descend
-from stabkit.errors import ConfigError
+from stabkit.errors import ConfigError, PluginFailed
 from stabkit.plugins import describe_error
 
 # config keys the local rule acts on (or may ignore); proximal_mu: a legacy FedProx's
@@ -66,9 +72,9 @@ class FlowerStrategy(Algorithm):
         strategy's ``initial_parameters``: the pair's x_0)."""
         return _build(self.strategy_cls, self.name, self.p, s, x0)
 
-    def _fail(self, what: str, t: int, pair: int, j: int, error: Exception) -> ConfigError:
-        return ConfigError(f"{self.name}: {what} raised {describe_error(error)} at round {t + 1} (pair {pair}, "
-                           f"trajectory {TRAJECTORIES[j]})")
+    def _fail(self, what: str, t: int, pair: int, j: int, error: Exception) -> PluginFailed:
+        return PluginFailed(f"{self.name}: {what} raised {describe_error(error)} at round {t + 1} (pair {pair}, "
+                            f"trajectory {TRAJECTORIES[j]})")
 
     def client_init(self, ctx):
         if ctx.global_lr != 1.0:
@@ -93,6 +99,8 @@ class FlowerStrategy(Algorithm):
                 self._check_cohort(messages, nodes, ctx.t)
                 self._pending[pair, j] = messages
                 mus[i, j] = self._read_config(self.protocol.config_of(messages[0]), self.copies[pair, j])
+        import torch
+
         self._mu = float(mus.flat[0]) if (mus == mus.flat[0]).all() else \
             torch.as_tensor(mus, dtype=ctx.x.dtype, device=ctx.x.device)[:, :, None, None]
         return super().client_init(ctx)
@@ -100,7 +108,7 @@ class FlowerStrategy(Algorithm):
     def _check_cohort(self, messages, nodes, t: int) -> None:
         got = [self.protocol.node_of(m) for m in messages]
         if got != sorted(int(n) for n in nodes):
-            raise ConfigError(f"{self.name}: {self.protocol.CONFIGURE} at round {t + 1} addressed nodes {got}, not the "
+            raise PluginFailed(f"{self.name}: {self.protocol.CONFIGURE} at round {t + 1} addressed nodes {got}, not the "
                               f"sampled cohort {sorted(int(n) for n in nodes)} (it must train every node the grid "
                               "lists when its sampling arguments are set by the bridge)")
 
@@ -128,6 +136,8 @@ class FlowerStrategy(Algorithm):
         return uploads
 
     def server_update(self, ctx, means):
+        import torch
+
         y = means["y"].detach().cpu().numpy()
         x_np = ctx.x.detach().cpu().numpy()
         x_new = x_np.copy()  # written row by row in numpy, one tensor at the end (a torch row write costs more)
@@ -149,9 +159,20 @@ class FlowerStrategy(Algorithm):
                     continue
                 x = fl.unpack(arrays, {fl.ARRAY: x_np[i, j]})
                 if isinstance(x, str):
-                    raise ConfigError(f"{self.name}: {proto.AGGREGATE} returned {x} at round {ctx.t + 1}")
+                    raise PluginFailed(f"{self.name}: {proto.AGGREGATE} returned {x} at round {ctx.t + 1}")
                 x_new[i, j] = x[fl.ARRAY]
+            self._check_deterministic(ctx.t, pair, x_np[i], y[i], x_new[i])
         return torch.from_numpy(x_new).to(ctx.x.device), {}
+
+    def _check_deterministic(self, t: int, pair: int, x, y, x_new) -> None:
+        """Both trajectories handed the strategy the same bits (model ``x[j]``, replies ``y[j]``): their new
+        models ``x_new[j]`` must be the same bits (module docstring)."""
+        same_in = x[0].tobytes() == x[1].tobytes() and y[0].tobytes() == y[1].tobytes()
+        if same_in and x_new[0].tobytes() != x_new[1].tobytes():
+            raise PluginFailed(f"{self.name}: not deterministic at round {t + 1} (pair {pair}): its two copies, "
+                               "handed the same model and the same replies with Flower's random and numpy.random "
+                               "seeded alike, returned different aggregates (a generator of its own or "
+                               "os.urandom?), so even the null pair would drift")
 
     def _skip(self, t: int, pair: int, j: int) -> None:
         self.skipped.append((t + 1, pair, TRAJECTORIES[j]))
@@ -160,6 +181,8 @@ class FlowerStrategy(Algorithm):
 
     def host_state(self):
         """The strategies, pickled into a uint8 tensor (a checkpoint holds tensors only)."""
+        import torch
+
         try:
             data = pickle.dumps(dict(sorted(self.copies.items())))
         except Exception as e:
@@ -193,14 +216,23 @@ def _build(cls: type, label: str, params, s: int, x0: np.ndarray):
     return strategy
 
 
-def _check_cohort_size(strategy, label: str, s: int) -> None:
-    """Refuse a robust aggregator that cannot aggregate s clients (it would skip every round)."""
-    from flwr.serverapp.strategy import Bulyan
+# robust aggregators: how many clients per round they need against f malicious ones (Blanchard et al. 2017:
+# n > 2f + 2 for Krum and MultiKrum; El Mhamdi et al. 2018: n >= 4f + 3 for Bulyan). With fewer, Krum scores
+# every reply alike and picks the first (D_t = 0 in every round), Bulyan skips every round.
+ROBUST = {"Bulyan": (4, "4f + 3"), "MultiKrum": (2, "2f + 3"), "Krum": (2, "2f + 3")}
 
-    if isinstance(strategy, Bulyan) and s < 4 * strategy.num_malicious_nodes + 3:
-        f = strategy.num_malicious_nodes
-        raise ConfigError(f"invalid algo={label!r}: Bulyan with num_malicious_nodes={f} needs at least 4f + 3 = "
-                          f"{4 * f + 3} clients per round, got {s}")
+
+def _check_cohort_size(strategy, label: str, s: int) -> None:
+    """Refuse a robust aggregator that cannot aggregate s clients."""
+    name = next((c.__name__ for c in type(strategy).__mro__ if c.__module__.startswith("flwr.")
+                 and c.__name__ in ROBUST), None)
+    if name is None:
+        return
+    f = getattr(strategy, "num_malicious_nodes", getattr(strategy, "num_malicious_clients", 0))
+    factor, text = ROBUST[name]
+    if s < factor * f + 3:
+        raise ConfigError(f"invalid algo={label!r}: {name} with num_malicious_nodes={f} needs at least {text} = "
+                          f"{factor * f + 3} clients per round, got {s}")
 
 
 def bridge_class(name: str) -> type:

@@ -19,6 +19,7 @@ UNSUPPORTED = {
                "rule does not report",
     "FedXgbBagging": "it aggregates XGBoost trees, not parameter arrays",
     "FedXgbCyclic": "it aggregates XGBoost trees, not parameter arrays",
+    "FedXgbNnAvg": "it aggregates XGBoost trees with the arrays",
     "Strategy": "it is the abstract base class",
 }
 
@@ -39,6 +40,10 @@ def strategy_class(label: str, spec: str) -> type:
 
     if plugins.is_import_path(spec):
         cls = plugins.load("algo", spec)
+        refused = next((c.__name__ for c in getattr(cls, "__mro__", ()) if c.__module__.startswith("flwr.")
+                        and c.__name__ in UNSUPPORTED and c.__name__ != "Strategy"), None)
+        if refused:  # a legacy twin (flwr.server.strategy:QFedAvg), or a subclass of a refused strategy
+            raise ConfigError(f"invalid algo={label!r}: the bridge does not drive {refused}: {UNSUPPORTED[refused]}")
     else:
         if spec in UNSUPPORTED:
             raise ConfigError(f"invalid algo={label!r}: the bridge does not drive {spec}: {UNSUPPORTED[spec]}")
