@@ -69,17 +69,8 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship
     if request["ci_target"] is not None and request["no_top_up"]:  # before torch is imported: well under 1 s
         raise ConfigError(f"invalid ci_target={request['ci_target']!r}: --ci-target asks for a top-up that --no-top-up turns "
                           "off; give one of them")
-    from stabkit.engine.threads import usable_cpus
-    from stabkit.store.outdir import check_writable
-    from stabkit.store.runstore import require_out
-    from stabkit.sweep import make_executor
-
-    require_out(out)
-    res = resources(gpus_per_job, cpus_per_job)
-    check_gpus(request["gpus"])
-    check_writable(out)  # as the plan checks it, but before the imports below (pandas, scipy, matplotlib: ~1.5 s)
-    workers = len(usable_cpus()) if workers is None else workers
-    runs_on = make_executor(executor, workers, address, res, ship_data)  # a bad --address, refused as early
+    workers, runs_on = _checked_executor(out, executor, workers, address, resources(gpus_per_job, cpus_per_job),
+                                         ship_data, request["gpus"])
     from stabkit.atlas.runner import (  # imported on use: the page's libraries, torch
         SWEEP,
         TENSORBOARD_FOLDERS,
@@ -105,6 +96,21 @@ def atlas(ctx, out, executor, workers, address, gpus_per_job, cpus_per_job, ship
     if c.get("pending"):  # lost with their node after their retries (Ray): the page lacks them until a re-run
         click.echo(f"{c['pending']} jobs were lost with their node; run the same command again to run them")
         ctx.exit(1)
+
+
+def _checked_executor(out, executor: str, workers, address, res, ship_data: bool, gpus) -> tuple:
+    """``(workers, executor)`` after the checks the options alone decide, before the atlas's imports (pandas,
+    scipy, matplotlib, torch: ~1.5 s): the output folder, the GPUs, the executor and its address."""
+    from stabkit.engine.threads import usable_cpus
+    from stabkit.store.outdir import check_writable
+    from stabkit.store.runstore import require_out
+    from stabkit.sweep import make_executor
+
+    require_out(out)
+    check_gpus(gpus)
+    check_writable(out)  # as the plan checks it
+    workers = len(usable_cpus()) if workers is None else workers
+    return workers, make_executor(executor, workers, address, res, ship_data)  # a bad --address, refused early
 
 
 command = atlas

@@ -170,31 +170,44 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
-    from stabkit.algorithms import resolve_hp
-
     _tensorboard(tensorboard, None, resume_dir or out)
     if resume_dir is not None:
-        cfg = _resumed_config(resume_dir, explicit, params,
-                              hp_items or config_path or preset or out or overwrite or label)
-        resolve_hp(cfg.algo, cfg.hp)
-        out_dir = Path(resume_dir)
-        from stabkit.run.resume_check import read_checkpoint
-
-        checkpoint = read_checkpoint(out_dir, cfg)  # an edited experiment refused before the run is built
+        cfg, out_dir, checkpoint = _checked_resume(resume_dir, explicit, params,
+                                                   hp_items or config_path or preset or out or overwrite or label)
     else:
-        from stabkit.engine.memory import require_generated_memory
-        from stabkit.store.runstore import require_out
-
-        require_out(out)
         cfg = build_config(params, explicit, config_path, hp_items, preset)
-        resolve_hp(cfg.algo, cfg.hp)
-        from stabkit.algorithms.flower import check_strategy
-        check_strategy(cfg.algo, cfg.hp, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
-        out_dir, checkpoint = _checked_out_dir(out, overwrite, cfg.save_models), None
-        require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
+        out_dir, checkpoint = _checked_new_run(cfg, out, overwrite), None
     summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label, verbose)
     _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
     _exit_status(ctx, summary, out_dir)
+
+
+def _checked_resume(resume_dir, explicit: set, params: dict, other_options) -> tuple:
+    """``(config, run directory, checkpoint)`` of the run in ``resume_dir`` to continue, its checkpoint read and
+    checked before the run is built (an edited experiment is refused here)."""
+    from stabkit.algorithms import resolve_hp
+
+    cfg = _resumed_config(resume_dir, explicit, params, other_options)
+    resolve_hp(cfg.algo, cfg.hp)
+    from stabkit.run.resume_check import read_checkpoint  # torch: only once the options and the run's files pass
+
+    return cfg, Path(resume_dir), read_checkpoint(Path(resume_dir), cfg)
+
+
+def _checked_new_run(cfg, out, overwrite: bool):
+    """The new run's directory (None: the default one), after everything the configuration alone decides is
+    checked: hyperparameters, a Flower strategy's constructor, the output folder, a generated task's memory."""
+    from stabkit.algorithms import resolve_hp
+    from stabkit.algorithms.flower import check_strategy
+    from stabkit.engine.memory import require_generated_memory
+    from stabkit.store.runstore import require_out
+
+    require_out(out)
+    resolve_hp(cfg.algo, cfg.hp)
+    check_strategy(cfg.algo, cfg.hp, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
+    out_dir = _checked_out_dir(out, overwrite, cfg.save_models)
+    require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
+    return out_dir
 
 
 def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool) -> tuple:
