@@ -103,12 +103,17 @@ def test_prefetched_minibatches_equal_per_step_gathers(monkeypatch):
 
 
 def test_threads_for_is_scoped():
+    """Small work runs on one thread, large work on the policy's count (``run_threads``: the session pins it
+    with ``STABKIT_THREADS``), and the count before is restored after either."""
+    from stabkit.engine.threads import run_threads
+
     before = torch.get_num_threads()
     with threads_for(1.0):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
     with threads_for(1e30):
-        assert torch.get_num_threads() == before
+        assert torch.get_num_threads() == run_threads(1e30)
+    assert torch.get_num_threads() == before
 
 
 def test_the_papers_conv_nets_take_the_fast_path_and_resnet_does_not():
