@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from stabkit.algorithms.base import HParams, hp
+from stabkit.algorithms.dp import clip_rows
 from stabkit.unlearn.base import Unlearned, UnlearningMethod
 
 if TYPE_CHECKING:
@@ -29,10 +30,9 @@ class GradientAscentParams(HParams):
 
 
 def project(y: torch.Tensor, centre: torch.Tensor, radius: float) -> torch.Tensor:
-    """The Euclidean projection of every row of ``y`` onto the ball of ``radius`` around ``centre``'s row."""
-    step = y - centre
-    norm = step.norm(dim=-1, keepdim=True)
-    return centre + step * (radius / norm.clamp(min=radius))
+    """The Euclidean projection of every row of ``y`` onto the ball of ``radius`` around ``centre``'s row: the
+    step from the centre clipped to norm ``radius``, as DP clips a client's delta."""
+    return centre + clip_rows(y - centre, radius)
 
 
 class GradientAscent(UnlearningMethod):
