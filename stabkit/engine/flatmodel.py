@@ -232,8 +232,8 @@ class FlatModel:
                 # the gradient of the scalar g . V, not grad(g, th, V): handing autograd.grad output gradients
                 # imports torch.fx's symbolic shapes and sympy (0.3 s of a run) to compare their sizes
                 return torch.autograd.grad((g * V).sum(), th)[0].detach()
-        rows = [torch.func.jvp(lambda th: grad(self._weighted_loss)(th, x, y, w_q), (th_q,), (v_q,))[1]
-                for th_q, v_q, w_q in zip(theta, V, w)]
+        rows = [torch.func.jvp(lambda th: grad(self._weighted_loss)(th, x, y, w_q), (th_q,), (v_q,))[1] * w_q.sum()
+                for th_q, v_q, w_q in zip(theta, V, w)]  # _weighted_loss divides by sum w; F_q does not
         return torch.stack(rows)
 
     @torch.no_grad()

@@ -51,3 +51,17 @@ def test_batched_power_iterations_and_per_sample_gradients_equal_torch_func(digi
 def test_clients_are_batched_whole_up_to_the_cap():
     assert _client_batches([3, 4, 2, 9, 1], 7) == [[0, 1], [2], [3], [4]]
     assert _client_batches([5], 1) == [[0]]
+
+
+def test_every_path_gives_the_hessian_of_the_unnormalised_weighted_loss(digits):
+    """``hvps`` is the Hessian of sum_n w[q, n] loss_n, weights as given: the fast path's double backward and
+    the generic ``torch.func`` path agree on weights that do not sum to one."""
+    torch.manual_seed(1)
+    model = FlatModel(build_model("mlp", digits), "classification", torch.float64, torch.device("cpu"))
+    x = torch.as_tensor(digits.train_x[0][:40], dtype=torch.float64)
+    y = torch.as_tensor(digits.train_y[0][:40])
+    theta = model.flatten()[None] + 0.2 * torch.randn(2, model.d, dtype=torch.float64)
+    V, w = torch.randn(2, model.d, dtype=torch.float64), 3.0 * torch.rand(2, len(x), dtype=torch.float64)
+    fast = model.hvps(theta, V, x, y, w)
+    model.fast = None  # the generic path
+    assert torch.allclose(model.hvps(theta, V, x, y, w), fast, rtol=1e-9, atol=1e-12)
