@@ -23,13 +23,15 @@ def radius_name(r: float) -> str:
     return f"{r:g}"
 
 
-def measure(obj: Objective, theta: torch.Tensor, s: SharpnessSettings, spectrum_only: bool = False) -> dict:
+def measure(obj: Objective, theta: torch.Tensor, s: SharpnessSettings, spectrum_only: bool = False,
+            threads: int | None = None) -> dict:
     """Every measure of models ``theta [Q, d]`` under objective ``obj`` (``spectrum_only``: loss and the
-    Lanczos columns only, e.g. for many client models)."""
+    Lanczos columns only, e.g. for many client models); ``threads``: a run's thread count (None: the policy's
+    count now, which measures the idle CPUs for 50 ms)."""
     Q, d = theta.shape
     require_memory(s.probes * d * theta.element_size(), f"the {s.probes:,} Hutchinson probes of {d:,} parameters",
                    "use fewer --probes", theta.device)
-    with threads_for(obj.flops):
+    with threads_for(obj.flops, threads):
         return _measure(obj, theta, s, spectrum_only)
 
 

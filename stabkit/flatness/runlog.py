@@ -39,10 +39,10 @@ class SharpnessLog:
     """Measures and writes sharpness at the run's ``sharpness_rounds``."""
 
     def __init__(self, model: FlatModel, data: FederatedData, nb: Neighbours, cfg: RunConfig,
-                 settings: SharpnessSettings | None = None):
+                 settings: SharpnessSettings | None = None, threads: int | None = None):
         """The run's model, data and neighbours; ``cfg``: its configuration (sharpness rounds, evaluation
-        fraction, seed)."""
-        self.model, self.data, self.nb, self.seed = model, data, nb, cfg.seed
+        fraction, seed); ``threads``: the run's thread count, measured once when it started."""
+        self.model, self.data, self.nb, self.seed, self.threads = model, data, nb, cfg.seed, threads
         self.rounds = set(cfg.sharpness_rounds)
         self.settings = settings or SharpnessSettings(fraction=cfg.eval_fraction, seed=cfg.seed)
         self.objective = None
@@ -64,7 +64,7 @@ class SharpnessLog:
         if self.objective is None:
             self.objective = training_objective(self.model, self.data, self.nb, self.seed, self.settings.fraction)
         R, _, d = x.shape
-        cols = measure(self.objective, x.reshape(2 * R, d), self.settings)
+        cols = measure(self.objective, x.reshape(2 * R, d), self.settings, threads=self.threads)
         frame = pd.DataFrame({"round": t, "pair": np.repeat(np.arange(R), 2), "traj": np.tile(TRAJ, R),
                               **{k: np.asarray(v) for k, v in cols.items()}})
         if rec is not None and rec.clients is not None:
@@ -82,7 +82,7 @@ class SharpnessLog:
         R, _, s, d = clients.shape
         local = dataclasses.replace(self.settings, top=1)
         cols = measure(client_objective(self.model, self.data, rec.rows.reshape(-1)), clients.reshape(-1, d), local,
-                       spectrum_only=True)
+                       spectrum_only=True, threads=self.threads)
         return {"local_lambda_max": cols["lambda_max"].reshape(2 * R, s).mean(1),
                 "local_loss": cols["loss"].reshape(2 * R, s).mean(1)}
 

@@ -74,7 +74,7 @@ class PairedRun:
         self.sharpness = None
         if cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas, a run without them need not
             from stabkit.flatness.runlog import SharpnessLog
-            self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg)
+            self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg, threads=self.threads)
         self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
         self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
         self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
