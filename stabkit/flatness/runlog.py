@@ -35,6 +35,25 @@ def objective_note(fraction: float) -> str:
             "of every client's training samples")
 
 
+class SharpnessRounds:
+    """The round loop's callback (``stabkit.run.loop``) measuring the run's sharpness ``log`` into the run
+    directory ``out``: round 0 when a run starts, each sharpness round after it; a resumed run continues the
+    table of its checkpoint's rounds. The time goes to the run's ``sharpness_s``."""
+
+    def __init__(self, log: SharpnessLog, out: Path):
+        self.log, self.out = log, Path(out)
+
+    def on_run_start(self, run, state) -> None:
+        if state.round:
+            self.log.resume(self.out, state.round)
+        else:
+            self.on_round_end(run, state)
+
+    def on_round_end(self, run, state) -> None:
+        with state.timers.timed("sharpness_s"):
+            self.log.after_round(state.round, run.engine.x, state.record if state.round else None, self.out)
+
+
 class SharpnessLog:
     """Measures and writes sharpness at the run's ``sharpness_rounds``."""
 

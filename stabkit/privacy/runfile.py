@@ -17,6 +17,7 @@ from stabkit.algorithms.dp import find_dp
 from stabkit.extras import require_extra
 from stabkit.privacy.accountant import Schedule, epsilons
 from stabkit.store.atomic import atomic_write_json
+from stabkit.store.runstore import load_run
 
 DEFAULT_DELTA = 1e-5
 FILE = "privacy.json"
@@ -65,11 +66,23 @@ def summary_line(out: Path) -> Optional[str]:
             f"epsilon_measured {measured:.4g} (largest over pairs); `stabkit privacy {out}` for more")
 
 
-def write_privacy(out: Path, schedule: Optional[Schedule], df, dp_noise: str) -> None:
-    """Write ``out/privacy.json`` for a DP run (nothing for a run without DP)."""
-    if schedule is not None:
-        atomic_write_json(Path(out) / FILE, privacy_record(schedule, df, DEFAULT_DELTA, dp_noise))
+class PrivacyFile:
+    """The round loop's callback (``stabkit.run.loop``) of a DP run writing into ``out``: when the run ends
+    (finished, diverged, interrupted or failed), ``privacy.json`` of the rounds its ``metrics.csv`` holds
+    (the logs are flushed by then)."""
+
+    def __init__(self, out: Path, schedule: Schedule, dp_noise: str):
+        self.out, self.schedule, self.dp_noise = Path(out), schedule, dp_noise
+
+    @classmethod
+    def of(cls, out: Path, schedule: Optional[Schedule], dp_noise: str) -> list:
+        """The callbacks a run of ``schedule`` needs: this one for a DP run, none without DP."""
+        return [] if schedule is None else [cls(out, schedule, dp_noise)]
+
+    def on_run_end(self, run, state) -> None:
+        record = privacy_record(self.schedule, load_run(self.out), DEFAULT_DELTA, self.dp_noise)
+        atomic_write_json(self.out / FILE, record)
 
 
-__all__ = ["DEFAULT_DELTA", "FILE", "measured_epsilons", "privacy_record", "run_schedule", "summary_line",
-           "write_privacy"]
+__all__ = ["DEFAULT_DELTA", "FILE", "PrivacyFile", "measured_epsilons", "privacy_record", "run_schedule",
+           "summary_line"]

@@ -16,10 +16,9 @@ checkpointing and estimating constants is recorded in ``summary.json``.
 from __future__ import annotations
 
 import re
-import time
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from stabkit.config.runconfig import RunConfig, resume_config
 from stabkit.engine.determinism import deterministic
@@ -28,6 +27,7 @@ from stabkit.engine.paired import PairedEngine
 from stabkit.engine.threads import run_threads
 from stabkit.privacy.runfile import run_schedule
 from stabkit.run.assembly import assemble, engine_settings
+from stabkit.run.loop import RunState
 from stabkit.run.preflight import preflight
 from stabkit.run.recorder import RunRecorder
 from stabkit.run.resume_check import checked_checkpoint
@@ -68,16 +68,12 @@ class PairedRun:
         work = max(self.engine.step_flops, self.evaluator.flops)
         self.threads = run_threads(work) if self.device.type == "cpu" else None  # recorded in config.json
         self.engine.threads = self.evaluator.threads = self.threads
-        self.times = dict(train_s=0.0, eval_s=0.0, checkpoint_s=0.0, sharpness_s=0.0, wall_s=0.0)
-        self.log = RoundLog(cfg, self.engine, self.evaluator, self.times)
-        self.t = 0  # rounds done
+        self.state = RunState(cfg.rounds)  # the round done, the last record, the status and the time accounts
+        self.log = RoundLog(cfg, self.engine, self.evaluator, self.state.timers)
         self.sharpness = None
         if cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas, a run without them need not
             from stabkit.flatness.runlog import SharpnessLog
             self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg, threads=self.threads)
-        self.interrupted: Optional[str] = None  # where a Ctrl-C stopped the run
-        self.diverged: Optional[str] = None  # why the run diverged (non-finite or above OVERFLOW), once it has
-        self.failed: Optional[str] = None  # why a plug-in's hook failed mid-run (the rounds before are kept)
         self.initial_logged = False  # round 0 (the initial models) is logged
         self.updates = None  # --store-updates: the last round's (cohort [R, s], A's client updates [R, s, d])
 
@@ -91,56 +87,63 @@ class PairedRun:
         """Logged local-discrepancy row groups not yet in local.csv (all of them, without a run directory)."""
         return self.log.local_rows
 
-    def step(self):
-        """Run the next round (``self.t + 1``) and log it: one metrics row per pair (evaluated every
-        ``eval_every`` rounds and at the last), local discrepancies at ``local_rounds``. The first call also
-        logs the initial model as round 0. Returns the engine's :class:`~stabkit.engine.paired.RoundRecord`;
-        ``self.finite`` says whether the state is still finite and below ``OVERFLOW`` (else ``self.diverged`` says
-        why)."""
+    def start(self) -> None:
+        """Log round 0 (the initial models), once: the round loop's first act (``stabkit.run.loop``)."""
+        if not self.initial_logged:
+            with deterministic():
+                self.log.log(0, None, evaluate=True)
+            self.initial_logged = True
+
+    def advance(self, t: int) -> Optional[str]:
+        """Run round t and log it: one metrics row per pair (evaluated every ``eval_every`` rounds and at the
+        last), local discrepancies at ``local_rounds``; the record goes to ``self.state.record``. Returns why the
+        state is no longer finite and below ``OVERFLOW`` (None while it is)."""
         with deterministic():
-            self.log_initial()
-            t = self.t + 1
-            start = time.perf_counter()
-            x_before = self.engine.x[:, 0]
-            rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
-                                   keep_clients=t in self.cfg.sharpness_rounds or self.cfg.store_updates)
-            if self.cfg.store_updates:  # A's client updates y_i - x_{t-1}, [R, s, d] (stabkit.store.updates)
-                self.updates = (rec.rows[:, 0], rec.clients[:, 0] - x_before[:, None, :])
-                if t not in self.cfg.sharpness_rounds:
-                    rec.clients = None  # not kept in the checkpoint's record
-            self.times["train_s"] += time.perf_counter() - start
-            self.diverged = self.log.log(t, rec, self.log.evaluates(t))
-        self.t = t
-        return rec
+            self.start()
+            with self.state.timers.timed("train_s"):
+                x_before = self.engine.x[:, 0]
+                rec = self.engine.step(t - 1, track_local=(t - 1) in self.cfg.local_rounds,
+                                       keep_clients=t in self.cfg.sharpness_rounds or self.cfg.store_updates)
+                if self.cfg.store_updates:  # A's client updates y_i - x_{t-1}, [R, s, d] (stabkit.store.updates)
+                    self.updates = (rec.rows[:, 0], rec.clients[:, 0] - x_before[:, None, :])
+                    if t not in self.cfg.sharpness_rounds:
+                        rec.clients = None  # not kept in the checkpoint's record
+            self.state.record = rec
+            return self.log.log(t, rec, self.log.evaluates(t))
+
+    def step(self):
+        """Run the next round (``self.state.round + 1``) outside the round loop (the first call also logs round
+        0) and return its :class:`~stabkit.engine.paired.RoundRecord`; ``self.finite`` says whether the state is
+        still finite and below ``OVERFLOW`` (else ``self.state.diverged`` says why)."""
+        t = self.state.round + 1
+        self.state.diverged = self.advance(t)
+        self.state.round = t
+        return self.state.record
 
     @property
     def finite(self) -> bool:
-        return self.diverged is None
-
-    def log_initial(self) -> None:
-        """Log round 0 (the initial models), once."""
-        if not self.initial_logged:
-            self.log.log(0, None, evaluate=True)
-            self.initial_logged = True
+        return self.state.diverged is None
 
     def describe_evaluation(self) -> str:
         """One line: the evaluation schedule of this run and how to ask for exact curves."""
         return self.eval_plan.describe(len(self.data.flat_y), len(self.data.test_y))
 
     def run(self, out: Path, progress: Optional[Callable] = None, overwrite: bool = False,
-            label: Optional[str] = None) -> dict:
+            label: Optional[str] = None, callbacks: Sequence = ()) -> dict:
         """Run all rounds, writing ``out`` (refused if it holds a run, unless ``overwrite``); return the
         summary. ``progress(t, stats)`` is called after every round (stats: ``eval_share``); ``label``: the
-        run's legend label in figures (recorded in config.json beside the configuration)."""
+        run's legend label in figures (recorded in config.json beside the configuration); ``callbacks``: more
+        hooks of the round loop (``stabkit.run.loop``), told after the run directory's own."""
         check_models_dir(out, self.cfg.save_models)
         with undone_on_fs_error(out, keep=checkpoint_path(out).is_file):  # a full disk: a resumable run is kept
-            return RunRecorder(self, prepare_run_dir(out, overwrite)).start(label, progress)
+            return RunRecorder(self, prepare_run_dir(out, overwrite), progress, callbacks).start(label)
 
-    def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None) -> dict:
+    def resume(self, out: Path, progress: Optional[Callable] = None, checkpoint: Optional[dict] = None,
+               callbacks: Sequence = ()) -> dict:
         """Continue the run in ``out`` from its checkpoint up to ``self.cfg.rounds``; return the summary.
         ``checkpoint``: the one ``checked_checkpoint(self, out)`` returned (else it is read and checked here)."""
         ck = checkpoint or checked_checkpoint(self, Path(out))  # consistent with the logs, or refused, nothing touched
-        return RunRecorder(self, Path(out)).resume(ck, progress)
+        return RunRecorder(self, Path(out), progress, callbacks).resume(ck)
 
 
 def rebuilt_engine(cfg: RunConfig) -> PairedEngine:

@@ -1,21 +1,19 @@
-"""``RunRecorder``: a built :class:`~stabkit.run.experiment.PairedRun` run round by round into its run
-directory, so that ``PairedRun`` only builds, steps and logs rounds.
+"""``RunRecorder``: a built :class:`~stabkit.run.experiment.PairedRun` run through the round loop
+(``stabkit.run.loop``) into its run directory.
 
-It opens the run's writer (``config.json`` with the run's facts, the metric logs), flushes the logged rows
-every ``FLUSH_EVERY`` rounds once ``FLUSH_SECONDS`` have passed and at every checkpoint, checkpoints every
-``checkpoint_every`` rounds and after the last, keeps the parameter snapshots the constants are estimated
-at, measures sharpness and saves models where asked, and writes ``constants.json`` and ``summary.json``
-at the end. A Ctrl-C between rounds keeps a consistent checkpoint; during the constants' estimation it keeps
-the complete rounds and a summary saying the constants were skipped.
+It writes ``config.json`` (the configuration with the run's facts), sets a resumed run back to its checkpoint,
+runs the rounds with the directory's callbacks (``stabkit.run.callbacks``: flushes, snapshots, saved models,
+checkpoints, progress; sharpness and a DP run's ``privacy.json`` from their rooms) and the caller's, then
+estimates the constants and writes ``constants.json`` and ``summary.json``. A Ctrl-C during the constants'
+estimation keeps the complete rounds and a summary saying the constants were skipped.
 """
 from __future__ import annotations
 
 import platform
 import shutil
 import sys
-import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -24,157 +22,99 @@ from stabkit import __version__
 from stabkit.algorithms import resolve_hp
 from stabkit.config.runconfig import read_mapping
 from stabkit.engine import alloc
-from stabkit.engine.contract import PluginFailed
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.kernels import kernel_facts
 from stabkit.engine.paired import RoundRecord
 from stabkit.engine.threads import threads_for
-from stabkit.errors import ConfigError
-from stabkit.privacy.runfile import write_privacy
+from stabkit.privacy.runfile import PrivacyFile
+from stabkit.run.callbacks import Checkpoints, Flush, Progress, SavedModels, Snapshots
 from stabkit.run.constants import run_constants
+from stabkit.run.loop import run_rounds, tell
 from stabkit.run.roundlog import OVERFLOW
 from stabkit.run.writer import RunWriter
 from stabkit.store.runstore import FIGURES_DIR, load_run
 
-# Between checkpoints the logged rows are appended to the logs (and fsynced) every FLUSH_EVERY rounds once
-# FLUSH_SECONDS have passed since the last flush: a round of W1 (~9 ms) would otherwise spend ~0.9 ms on
-# flushes of 10 rounds' rows; a killed run loses at most that much of its log (a checkpoint flushes always).
-FLUSH_EVERY = 10
-FLUSH_SECONDS = 1.0
-
 
 class RunRecorder:
-    """Writes the run ``run`` (a ``PairedRun``) into the directory ``out``."""
+    """Writes the run ``run`` (a ``PairedRun``) into the directory ``out``; ``progress(t, stats)`` and
+    ``callbacks`` (more hooks of the round loop) as for ``PairedRun.run``."""
 
-    def __init__(self, run, out: Path):
+    def __init__(self, run, out: Path, progress: Optional[Callable] = None, callbacks: Sequence = ()):
         self.run, self.out = run, Path(out)
-        self.writer = RunWriter(self.out, run.cfg, run.times)
-        self._flushed = time.perf_counter()  # when the logs were last flushed
-        self._progress: Optional[Callable] = None  # the caller's progress(t, stats), told each stage after the rounds
+        self.writer = RunWriter(self.out, run.cfg)
+        flush = Flush(self.writer)
+        sharpness = []
+        if run.sharpness is not None:  # imported here: the flatness measures bring pandas
+            from stabkit.flatness.runlog import SharpnessRounds
+            sharpness = [SharpnessRounds(run.sharpness, self.out)]
+        self.callbacks = [*sharpness, Snapshots(), SavedModels(self.writer),
+                          Checkpoints(self.writer, flush, run.cfg.checkpoint_every), flush,
+                          *PrivacyFile.of(self.out, run.privacy, run.cfg.dp_noise),
+                          *([Progress(progress)] if progress is not None else []), *callbacks]
 
-    def start(self, label: Optional[str], progress: Optional[Callable]) -> dict:
+    def start(self, label: Optional[str]) -> dict:
         """Log round 0 and run every round; return the summary."""
-        run, self._progress = self.run, progress
         self._open(label)
-        start = time.perf_counter()  # round 0's evaluation, sharpness and models count in the run's time
-        snapshots = {0: run.engine.x[0, 0].clone()}
         with deterministic():  # every logged number, round 0's included
-            run.log_initial()
-            self._sharpness(0, None)
-            self._save_models(0)
-            run.times["wall_s"] += time.perf_counter() - start
-            return self._rounds(1, snapshots, progress)
+            return self._rounds()
 
-    def resume(self, ck: dict, progress: Optional[Callable]) -> dict:
+    def resume(self, ck: dict) -> dict:
         """Continue from the checked checkpoint ``ck`` up to the run's rounds; return the summary."""
-        run, t, self._progress = self.run, ck["round"], progress
-        eng = run.engine
+        run, t = self.run, ck["round"]
+        eng, state = run.engine, run.state
         self._stale_figures(t)
         eng.x, eng.server, eng.client_state = ck["x"], ck["server"], ck["client_state"]
         if "host" in ck:  # e.g. Flower strategies (stabkit.algorithms.flower)
             run.algo.load_host_state(ck["host"])
-        run.t, run.initial_logged = t, True
-        run.times.update(ck["times"])
-        if run.sharpness is not None:
-            run.sharpness.resume(self.out, t)
+        state.round, state.record, state.snapshots = t, RoundRecord(**ck["record"]), dict(ck["snapshots"])
+        state.timers.load(ck["times"])
+        run.initial_logged = True
         label = read_mapping(self.out / "config.json", "resume", "run's config.json").get("label")  # before any change
         (self.out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
         self._open(label)
-        rec = RoundRecord(**ck["record"])
         with deterministic():  # every logged number
             if t in (ck["rounds"], run.cfg.rounds):  # its row changes (all-data evaluation at the last round)
                 self.writer.rewind(ck["metrics_rows"], ck["local_rows"])
-                run.log.log(t, rec, run.log.evaluates(t))
+                run.log.log(t, state.record, run.log.evaluates(t))
             else:  # round t's rows are logged as an uninterrupted run logs them: keep them
                 self.writer.rewind(ck["metrics_rows"] + run.cfg.pairs,
-                                   ck["local_rows"] + len(rec.local) * run.cfg.pairs)
-            return self._rounds(t + 1, dict(ck["snapshots"]), progress, last_rec=rec)
+                                   ck["local_rows"] + len(state.record.local) * run.cfg.pairs)
+            return self._rounds()
 
     def _open(self, label: Optional[str]) -> None:
         """config.json (the configuration with the chosen evaluation schedule, the run's facts) and the logs."""
         self.writer.open({**run_facts(self.run), **({"label": label} if label else {})})
 
-    def _rounds(self, first: int, snapshots: dict, progress, last_rec=None) -> dict:
-        run, cfg = self.run, self.run.cfg
-        status, diverged_round, done, rec = "completed", None, first - 1, last_rec
-        snapshot_rounds = {0, cfg.rounds // 2, cfg.rounds}
-        session_start, wall_before = time.perf_counter(), run.times["wall_s"]
-        in_round = False
-        try:
-            while run.t < cfg.rounds:
-                in_round, t = True, run.t + 1
-                rec = run.step()
-                if not run.finite:
-                    status, diverged_round = "diverged", t
-                    break
-                done = t
-                self._after_round(t, rec, snapshots, snapshot_rounds,
-                                  lambda: wall_before + time.perf_counter() - session_start)
-                in_round = False  # from here to the next round's start the state is consistent and saved
-                if progress is not None:
-                    progress(t, {"eval_share": run.times["eval_s"] / max(run.times["wall_s"], 1e-9)})
-        except PluginFailed as e:  # a plug-in's hook failed mid-run: the rounds before are kept
-            status, run.failed = "failed", str(e)
-        except KeyboardInterrupt:
-            status, run.interrupted = "interrupted", f"round {done + 1}"
-            if not in_round and cfg.checkpoint_every and done >= first:  # a consistent state: keep it
-                self._checkpoint(done, rec, snapshots)
-        except ConfigError:  # the algorithm refused mid-run (a Flower strategy raised): the rows logged so far stay
-            self._flush()
-            raise
-        run.times["wall_s"] = wall_before + time.perf_counter() - session_start
-        self._flush()
+    def _rounds(self) -> dict:
+        state = run_rounds(self.run, self.callbacks)
         alloc.release()  # the memory kept for the rounds goes back to the system (a sweep's next job may need them)
-        return self._finish(status, diverged_round, done, snapshots)
+        return self._finish(state)
 
-    def _after_round(self, t: int, rec, snapshots: dict, snapshot_rounds: set, wall_s: Callable) -> None:
-        """Sharpness, snapshot, saved models, and a checkpoint or a flush when due after round t; ``wall_s()``:
-        the run's wall time so far."""
-        run, cfg = self.run, self.run.cfg
-        self._sharpness(t, rec)
-        if t in snapshot_rounds:
-            snapshots[t] = run.engine.x[0, 0].clone()
-        run.times["wall_s"] = wall_s()
-        self._save_models(t)
-        if run.updates is not None:
-            self.writer.save_updates(t, *run.updates)
-        if cfg.checkpoint_every and (t % cfg.checkpoint_every == 0 or t == cfg.rounds):
-            self._checkpoint(t, rec, snapshots)
-        elif t % FLUSH_EVERY == 0 and time.perf_counter() - self._flushed >= FLUSH_SECONDS:
-            self._flush()
-
-    def _finish(self, status: str, diverged_round, done: int, snapshots: dict) -> dict:
+    def _finish(self, state) -> dict:
         """Estimate the constants (unless off or interrupted) and write the summary."""
         run, cfg = self.run, self.run.cfg
         df = load_run(self.out)
-        write_privacy(self.out, run.privacy, df, cfg.dp_noise)  # a DP run's epsilons (stabkit.privacy)
-        times = {**run.times, "constants_s": 0.0}
-        interrupted = run.interrupted
+        interrupted = state.interrupted
         constants = "off (--no-constants)" if not cfg.constants else "skipped: the rounds were interrupted"
-        if run.failed:
+        if state.failed:
             constants = "skipped: the run failed"
-        if cfg.constants and interrupted is None and run.failed is None:
-            self._stage(done, "constants")
-            start = time.perf_counter()
+        if cfg.constants and interrupted is None and state.failed is None:
+            tell(self.callbacks, "on_stage", run, state, "constants")
             weights = run.evaluator.population_weights(0)  # trajectory A of pair 0: f = mean_i F_i
-            try:
-                with threads_for(run.evaluator.flops, run.threads):  # the run's thread policy, as its evaluation
-                    estimated = run_constants(cfg, run.task, run.model, run.data, weights, snapshots, df)
-                self.writer.constants(estimated, sorted(snapshots))
-                constants = "estimated"
-            except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
-                status, interrupted = "interrupted", "constants estimation"
-                constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
-            times["constants_s"] = time.perf_counter() - start
+            with state.timers.timed("constants_s"):
+                try:
+                    with threads_for(run.evaluator.flops, run.threads):  # the run's thread policy, as its evaluation
+                        estimated = run_constants(cfg, run.task, run.model, run.data, weights, state.snapshots, df)
+                    self.writer.constants(estimated, sorted(state.snapshots))
+                    constants = "estimated"
+                except KeyboardInterrupt:  # the rounds are complete and kept; the summary says what is missing
+                    state.status, interrupted = "interrupted", "constants estimation"
+                    constants = "skipped: interrupted during the estimation (rerun the pair to get constants.json)"
         notes = {"constants": constants, "divergence_threshold": OVERFLOW, "evaluation": run.describe_evaluation(),
-                 **{k: v for k, v in (("diverged_reason", run.diverged), ("interrupted", interrupted),
-                                      ("failed_reason", run.failed)) if v}}
-        return self.writer.finish(df, status, diverged_round, done, times, notes, run.nb)
-
-    def _stage(self, t: int, stage: str) -> None:
-        """Tell the caller's progress which phase after the rounds has begun (``stats["stage"]``)."""
-        if self._progress is not None:
-            self._progress(t, {"stage": stage})
+                 **{k: v for k, v in (("diverged_reason", state.diverged), ("interrupted", interrupted),
+                                      ("failed_reason", state.failed)) if v}}
+        return self.writer.finish(df, state.status, state.diverged_round, state.round, state.timers.as_dict(), notes,
+                                  run.nb)
 
     def _stale_figures(self, t: int) -> None:
         """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
@@ -184,29 +124,6 @@ class RunRecorder:
             shutil.rmtree(figures)
             print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "
                   f"{self.out} --plot`)", file=sys.stderr)
-
-    def _sharpness(self, t: int, rec) -> None:
-        run = self.run
-        if run.sharpness is not None:
-            start = time.perf_counter()
-            run.sharpness.after_round(t, run.engine.x, rec, self.out)
-            run.times["sharpness_s"] = run.times.get("sharpness_s", 0.0) + time.perf_counter() - start
-
-    def _flush(self) -> None:
-        self.writer.flush(*self.run.log.take())
-        self._flushed = time.perf_counter()
-
-    def _save_models(self, t: int) -> None:
-        """The global models after round t, if ``--save-models`` asks for round t."""
-        self.writer.save_models(t, self.run.engine.x, self.run.model.names, self.run.model.shapes)
-
-    def _checkpoint(self, t: int, rec, snapshots: dict) -> None:
-        """Flush the logs and save the state after round t (with the log positions before round t)."""
-        self._flush()
-        eng = self.run.engine
-        state = {"x": eng.x, "server": eng.server, "client_state": eng.client_state}
-        host = self.run.algo.host_state()
-        self.writer.checkpoint(t, {**state, **({"host": host} if host is not None else {})}, rec, snapshots)
 
 
 def run_facts(run) -> dict:

@@ -8,7 +8,6 @@ Rows are kept as column dicts until the run's writer takes them (``take``).
 """
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import numpy as np
@@ -24,10 +23,10 @@ OVERFLOW = 1e12
 
 class RoundLog:
     """The rows of the run ``cfg`` whose state is ``engine``'s, evaluated by ``evaluator``; the time spent
-    evaluating is added to ``times['eval_s']``."""
+    evaluating goes to the run's ``timers`` (``eval_s``, ``stabkit.run.loop.Timers``)."""
 
-    def __init__(self, cfg, engine, evaluator: Evaluator, times: dict):
-        self.cfg, self.engine, self.evaluator, self.times = cfg, engine, evaluator, times
+    def __init__(self, cfg, engine, evaluator: Evaluator, timers):
+        self.cfg, self.engine, self.evaluator, self.timers = cfg, engine, evaluator, timers
         self.full = evaluator if cfg.eval_fraction >= 1 else None  # all-data evaluator of the last round
         self.rows: list = []  # logged row groups (column dicts) not yet taken
         self.local_rows: list = []
@@ -85,7 +84,5 @@ class RoundLog:
             self.full = Evaluator(ev.model, ev.data, ev.nb, 1.0, self.cfg.seed)
             self.full.threads = ev.threads
         evaluator = self.full if t == self.cfg.rounds else ev
-        start = time.perf_counter()
-        out = evaluator.evaluate(self.engine.x, None if rec is None else rec.rows)
-        self.times["eval_s"] += time.perf_counter() - start
-        return out
+        with self.timers.timed("eval_s"):
+            return evaluator.evaluate(self.engine.x, None if rec is None else rec.rows)

@@ -3,13 +3,12 @@
 It writes ``config.json`` (the configuration and the run's facts), appends the logged rows to ``metrics.csv``
 and ``local.csv`` (``stabkit.store.metricslog``), saves the global models of the rounds ``--save-models``
 asks for, checkpoints the whole state (``stabkit.store.checkpoint``), and writes ``constants.json`` and
-``summary.json`` (with the time accounts' totals and shares); every file atomically (``stabkit.store.atomic``). Time spent saving models and
-checkpoints is added to the run's ``times['checkpoint_s']``.
+``summary.json`` (with the time accounts' totals and shares); every file atomically (``stabkit.store.atomic``).
+When each is written is the round loop's callbacks' (``stabkit.run.callbacks``), which also time it.
 """
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 from stabkit.config.runconfig import RunConfig
@@ -23,10 +22,10 @@ from stabkit.store.updates import model_hashes, save_updates
 
 
 class RunWriter:
-    """The files of the run directory ``out`` of the run ``cfg``; ``times``: the run's time accounts."""
+    """The files of the run directory ``out`` of the run ``cfg``."""
 
-    def __init__(self, out: Path, cfg: RunConfig, times: dict):
-        self.out, self.cfg, self.times = Path(out), cfg, times
+    def __init__(self, out: Path, cfg: RunConfig):
+        self.out, self.cfg = Path(out), cfg
         self.saves = parse_save_spec(cfg.save_models, cfg.rounds)  # a predicate: nothing O(rounds)
         self.metrics = self.local = None
 
@@ -48,27 +47,21 @@ class RunWriter:
     def save_models(self, t: int, x, names: list, shapes: list) -> None:
         """Save the global models ``x [R, 2, d]`` after round t if ``--save-models`` asks for round t."""
         if self.saves(t):
-            start = time.perf_counter()
             save_models(self.out, t, x, names, shapes)
-            self.times["checkpoint_s"] += time.perf_counter() - start
 
     def save_updates(self, t: int, cohort, update) -> None:
         """``--store-updates``: round t's cohort and client updates of trajectory A (``stabkit.store.updates``)."""
-        start = time.perf_counter()
         save_updates(self.out, t, cohort, update)
-        self.times["checkpoint_s"] += time.perf_counter() - start
 
-    def checkpoint(self, t: int, state: dict, rec, snapshots: dict) -> None:
-        """Save the run's ``state`` after round t (``x``, ``server``, ``client_state``), its record ``rec`` and
-        parameter ``snapshots``, with the log positions before round t and the experiment's fingerprint
-        (``stabkit.run.fingerprint``); the logs must be flushed."""
-        start = time.perf_counter()
+    def checkpoint(self, t: int, state: dict, rec, snapshots: dict, times: dict) -> None:
+        """Save the run's ``state`` after round t (``x``, ``server``, ``client_state``), its record ``rec``,
+        parameter ``snapshots`` and time accounts ``times``, with the log positions before round t and the
+        experiment's fingerprint (``stabkit.run.fingerprint``); the logs must be flushed."""
         pairs, local_t = self.cfg.pairs, len(rec.local) if rec is not None else 0
         save_checkpoint(self.out, {
             "round": t, "rounds": self.cfg.rounds, **state, "record": dataclasses.asdict(rec), "snapshots": snapshots,
             "metrics_rows": self.metrics.rows - pairs, "local_rows": self.local.rows - local_t * pairs,
-            "times": dict(self.times), "fingerprint": fingerprint(self.cfg)})
-        self.times["checkpoint_s"] += time.perf_counter() - start
+            "times": times, "fingerprint": fingerprint(self.cfg)})
 
     def constants(self, estimated: dict, rounds: list) -> None:
         atomic_write_json(self.out / "constants.json", {**estimated, "snapshot_rounds": rounds})

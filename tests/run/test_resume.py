@@ -182,7 +182,7 @@ def test_resumed_run_keeps_the_sharpness_measured_before_its_checkpoint(tmp_path
 def test_between_checkpoints_logs_flush_every_ten_rounds_at_most_once_per_interval(tmp_path, monkeypatch):
     """Without a checkpoint due, rows go to disk every FLUSH_EVERY rounds once FLUSH_SECONDS have passed since
     the last flush (a fast run flushes about once a second), and always at the end; the logs are the same."""
-    import stabkit.run.recorder as recorder
+    import stabkit.run.callbacks as callbacks
     from stabkit.run.writer import RunWriter
     seen, flush = [], RunWriter.flush
     monkeypatch.setattr(RunWriter, "flush", lambda self, rows, local: (
@@ -190,7 +190,7 @@ def test_between_checkpoints_logs_flush_every_ten_rounds_at_most_once_per_interv
     logs = {}
     for seconds, flushes in ((0.0, [10, 20, 30, 35]), (1e9, [35])):
         seen.clear()
-        monkeypatch.setattr(recorder, "FLUSH_SECONDS", seconds)
+        monkeypatch.setattr(callbacks, "FLUSH_SECONDS", seconds)
         run_pair(_cfg(rounds=35, checkpoint_every=0), out=tmp_path / str(seconds))
         assert seen == flushes
         logs[seconds] = [(tmp_path / str(seconds) / name).read_bytes() for name in ("metrics.csv", "local.csv")]
