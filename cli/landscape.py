@@ -49,10 +49,11 @@ def landscape(runs, labels, out, plot, round_, no_plane, **surface):
     # the options, the runs' configs and their model files are checked: only now torch (~1.5 s) is imported
     from stabkit.flatness.landscape import landscape as compute
     from stabkit.run.experiment import rebuilt_engine
+    from stabkit.run.replay import replay_clients
     from stabkit.store.atomic import atomic_write_json
     from stabkit.store.outdir import output_dir
 
-    results = [compute(r, settings, rebuilt_engine) for r in opened]
+    results = [compute(r, settings, rebuilt_engine, replay_clients) for r in opened]
     algos = [r["algo"] for r in results]
     names = list(labels) or (algos if len(set(algos)) == len(algos) else [Path(r).name for r in runs])
     with output_dir(out):  # a full disk or read-only folder: one line, and nothing of it left

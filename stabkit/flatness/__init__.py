@@ -8,7 +8,8 @@
 * ``measure``: all scalar measures of a batch of models;
 * ``runlog``: ``--sharpness-rounds``, measured during a paired run (``RUN/sharpness.csv``);
 * ``saved``: ``stabkit sharpness`` on a run's saved models;
-* ``directions``, ``surfaces``, ``replay``, ``landscape``, ``plots``: ``stabkit landscape`` (L1, L2, the paired slice);
+* ``directions``, ``surfaces``, ``landscape``, ``plots``: ``stabkit landscape`` (L1, L2, the paired slice; the
+  clients of a round replayed by ``stabkit.run.replay``);
 * ``claims`` and ``report``: the verdicts on the paper's flatness claims F1-F4 and the flatness part of a
   sweep's report.
 

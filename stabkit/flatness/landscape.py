@@ -5,7 +5,7 @@ For the model of pair ``pair``, trajectory ``traj`` saved after round T:
 * ``random``: the filter-normalised random-direction 2-D surface and its 1-D slice (directions drawn from
   ``seed`` alike for every run looked at);
 * ``plane``: the model plane through the server model and round T's client models (replayed, see
-  :mod:`stabkit.flatness.replay`), clients, their mean and the other trajectory's model projected as dots;
+  :mod:`stabkit.run.replay`), clients, their mean and the other trajectory's model projected as dots;
 * ``paired``: the 1-D slice along x_T' - x_T between the pair's two trajectories, with both trajectories'
   training objectives and the test loss.
 
@@ -21,7 +21,6 @@ from stabkit.config.runconfig import RunConfig
 from stabkit.engine.evaluation import Evaluator
 from stabkit.engine.threads import threads_for
 from stabkit.flatness.objective import Objective, check_fraction
-from stabkit.flatness.replay import replay_clients
 from stabkit.flatness.settings import LandscapeSettings, SavedRun
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
 from stabkit.store.saved_models import TRAJ, load_flat
@@ -37,10 +36,11 @@ def saved_models_of(run: SavedRun, build: Callable) -> tuple:
     return x.to(dtype=engine.model.dtype, device=engine.x.device), engine
 
 
-def landscape(run: SavedRun, s: LandscapeSettings, build: Callable) -> dict:
+def landscape(run: SavedRun, s: LandscapeSettings, build: Callable, replay: Callable) -> dict:
     """All surfaces of one run (see the module docstring), opened at round ``s.round`` with pair ``s.pair``
-    checked (:func:`~stabkit.flatness.settings.open_saved`); numpy arrays in the result. ``build(cfg)``: a fresh engine of the run
-    (``stabkit.run.experiment.rebuilt_engine``)."""
+    checked (:func:`~stabkit.flatness.settings.open_saved`); numpy arrays in the result. ``build(cfg)``: a fresh
+    engine of the run (``stabkit.run.experiment.rebuilt_engine``); ``replay(engine, T)``: x_T and round T's
+    record with its clients, replayed (``stabkit.run.replay.replay_clients``)."""
     cfg, T = run.cfg, run.round
     x, engine = saved_models_of(run, build)
     model = engine.model
@@ -60,7 +60,7 @@ def landscape(run: SavedRun, s: LandscapeSettings, build: Callable) -> dict:
         paired["train_other"] = segment(other, theta, partner, *s.segment, s.points)["train"]
         out["paired"] = paired
         if s.plane and T >= 1:
-            x_replay, rec = replay_clients(engine, T)
+            x_replay, rec = replay(engine, T)
             out["replay_max_abs_diff"] = float((x_replay - x).abs().max())
             clients = rec.clients[s.pair, j]
             out["plane"] = model_plane(layers, theta, clients, {"other trajectory": partner}, s.points, s.margin)

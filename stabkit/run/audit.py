@@ -30,6 +30,7 @@ from stabkit.privacy.accountant import check_delta, epsilons
 from stabkit.privacy.audit import check_trials, epsilon_lower
 from stabkit.privacy.report import AUDIT_FILE
 from stabkit.run.experiment import PairedRun
+from stabkit.run.loop import EngineRounds, run_rounds
 from stabkit.store.atomic import atomic_write_json
 from stabkit.store.outdir import check_writable, prepare_dir
 
@@ -50,9 +51,7 @@ def audit_scores(cfg: RunConfig, trials: int) -> tuple:
                              run.nb, noisy.x[:, 0].clone())
     reference.measure_sensitivity = False
     with deterministic():
-        for t in range(cfg.rounds):
-            noisy.step(t)
-            reference.step(t)
+        run_rounds(EngineRounds((noisy, reference), cfg.rounds))
     x_bar = reference.x
     direction = x_bar[:, 1] - x_bar[:, 0]
     norm = direction.norm(dim=-1, keepdim=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stabkit.run.evalbudget import evaluated_rounds
+from stabkit.run.loop import EngineRounds, run_rounds
 
 # Real sizes (train, test) of the image sets whose files :mod:`stabkit.tasks.fixtures` writes as arrays.
 REAL_SIZES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "mnist": (60_000, 10_000),
@@ -138,7 +139,7 @@ def round_seconds(run, repeats: int = 2) -> tuple:
 
     def timed(k: int) -> float:
         eng.cfg = dataclasses.replace(settings, local_steps=k)
-        return _fastest(lambda: eng.step(0), dev, repeats)
+        return _fastest(lambda: run_rounds(EngineRounds((eng,), 1)), dev, repeats)  # round 0 each time
 
     eng.s = sp
     try:

@@ -154,4 +154,19 @@ def run_rounds(run, callbacks: Iterable = ()) -> RunState:
     return state
 
 
-__all__ = ["TIMERS", "RunState", "Timers", "run_rounds", "tell"]
+class EngineRounds:
+    """A run of bare paired engines (nothing logged or written): round t steps each of ``engines`` (their round
+    t - 1), keeping the clients' final local models at the rounds ``keep_clients``; the last engine's record is
+    ``state.record``. ``done``: rounds already behind the engines (the next is ``done + 1``). The audit's
+    trials, the estimate's probes and the flatness replay run through :func:`run_rounds` as one."""
+
+    def __init__(self, engines: Iterable, rounds: int, keep_clients: Iterable = (), done: int = 0):
+        self.engines, self.keep = list(engines), set(keep_clients)
+        self.state = RunState(done + rounds, round=done)
+
+    def advance(self, t: int) -> None:
+        for eng in self.engines:
+            self.state.record = eng.step(t - 1, keep_clients=t in self.keep)
+
+
+__all__ = ["TIMERS", "EngineRounds", "RunState", "Timers", "run_rounds", "tell"]

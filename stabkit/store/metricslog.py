@@ -91,7 +91,10 @@ class AppendLog:
         self.columns = columns
 
     def truncate(self, rows: int) -> None:
-        """Keep the header and the first ``rows`` data rows (dropping any partial trailing group)."""
+        """Keep the header and the first ``rows`` data rows (dropping any partial trailing group); a log never
+        written (a run without ``--local-rounds`` has no ``local.csv``) stays unwritten."""
+        if rows == 0 and not self.path.is_file():
+            return
         lines = self.path.read_text().splitlines(keepends=True)
         kept = [line for line in lines[: rows + 1] if line.endswith("\n")]
         atomic_write_text(self.path, "".join(kept))

@@ -12,6 +12,7 @@ import torch
 
 from stabkit import RunConfig, TaskOptions, load_run, run_pair
 from stabkit.run.experiment import PairedRun
+from stabkit.run.loop import EngineRounds, run_rounds
 from stabkit.store.saved_models import load_flat, model_path
 from stabkit.store.updates import load_updates
 from stabkit.testing.problems import LR, K, local_models, tiny_task
@@ -168,8 +169,7 @@ def test_floor_retrains_reproduce_b_under_the_runs_own_seed(digits_runs):
     x = load_flat(run_dir, 4, run.model.names, run.model.shapes)
     ctx = UnlearnContext(run, run_dir, x[:, 0])
     eng = ctx.engine(ctx.x0, seed=cfg.seed)
-    for t in range(cfg.rounds):
-        eng.step(t)
+    run_rounds(EngineRounds((eng,), cfg.rounds))
     assert torch.equal(eng.x[:, 1], x[:, 1])
     a, b = (unlearn(run_dir, "none", floor_seeds=2)["pairs"] for _ in range(2))
     assert a == b and all(p["floor"] > 0 and p["none_in_floor_units"] == p["distance_none"] / p["floor"] for p in a)

@@ -1,4 +1,4 @@
-"""Client models of a saved round, by replaying the run.
+"""Client models of a saved round, by replaying the run through the round loop (``stabkit.run.loop``).
 
 The model-plane picture (docs/flatness.md, L2; the FedSWA paper's Fig. 1(f) / Fig. 2) needs the clients' local
 models θ_{i,K} of a round next to the server model. A run saves only global models, and the local models
@@ -13,6 +13,7 @@ from __future__ import annotations
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.paired import PairedEngine
 from stabkit.errors import require
+from stabkit.run.loop import EngineRounds, run_rounds
 
 
 def replay_clients(engine: PairedEngine, T: int) -> tuple:
@@ -20,6 +21,5 @@ def replay_clients(engine: PairedEngine, T: int) -> tuple:
     ``clients [R, 2, s, d]`` and ``rows [R, 2, s]``)."""
     require(T >= 1, "round", T, "a round >= 1 for client models (round 0 is the shared start: no clients yet)")
     with deterministic():  # as during the run
-        for t in range(T):
-            rec = engine.step(t, keep_clients=t == T - 1)
-    return engine.x, rec
+        state = run_rounds(EngineRounds((engine,), T, keep_clients=(T,)))
+    return engine.x, state.record
