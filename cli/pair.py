@@ -177,8 +177,7 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
     else:
         cfg = build_config(params, explicit, config_path, hp_items, preset)
         out_dir, checkpoint = _checked_new_run(cfg, out, overwrite), None
-    summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label, verbose)
-    _tensorboard(tensorboard, out_dir)  # also after a divergence or an interruption: what was logged
+    summary, out_dir = _built_and_run(cfg, out_dir, checkpoint, quiet, overwrite, label, verbose, tensorboard)
     _exit_status(ctx, summary, out_dir)
 
 
@@ -210,10 +209,13 @@ def _checked_new_run(cfg, out, overwrite: bool):
     return out_dir
 
 
-def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool) -> tuple:
+def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool,
+                   tensorboard=None) -> tuple:
     """Build the run of ``cfg``, run it into ``out_dir`` (None: the default one), or resume it from
     ``checkpoint`` (``read_checkpoint``'s, None for a new run), and print its summary (a DP run's epsilons
-    too) with a time line of the whole process; ``(summary, run directory)``."""
+    too) with a time line of the whole process, and where its TensorBoard events went (``tensorboard``:
+    ``--tensorboard DIR``; written also after a divergence or an interruption: what was logged);
+    ``(summary, run directory)``."""
     from stabkit.privacy.runfile import summary_line
     from stabkit.run.experiment import PairedRun, default_out_dir  # imported on use: torch is slow to import
     from stabkit.run.uptime import process_seconds
@@ -221,12 +223,15 @@ def _built_and_run(cfg, out_dir, checkpoint, quiet: bool, overwrite: bool, label
 
     run = PairedRun(cfg)
     out_dir = out_dir or default_out_dir(run.cfg)
+    events = _tensorboard(tensorboard, out_dir)
     startup_s = process_seconds()  # the interpreter, imports, task, model and engine: all before round 1
-    summary = _run_with_progress(run, out_dir, checkpoint, quiet, overwrite, label, verbose)
+    summary = _run_with_progress(run, out_dir, checkpoint, quiet, overwrite, label, verbose, events)
     click.echo(format_summary(summary, startup_s, process_seconds()))
     line = summary_line(out_dir)  # a DP run's epsilons
     if line:
         click.echo(line)
+    for cb in events:
+        click.echo(f"tensorboard: {cb.written}")
     return summary, out_dir
 
 
@@ -245,9 +250,11 @@ def _checked_out_dir(out, overwrite: bool, save_models):
     return out_dir
 
 
-def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool) -> dict:
+def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: bool, label, verbose: bool,
+                       callbacks: list) -> dict:
     """Run ``run`` into ``out_dir`` (or resume it from ``checkpoint``) under a progress bar that names each
-    phase after the rounds (``constants``); its summary."""
+    phase after the rounds (``constants``), with the round loop's ``callbacks`` beside the run directory's;
+    its summary."""
     resume = checkpoint is not None
     if resume:
         from stabkit.run.resume_check import checked_checkpoint
@@ -271,8 +278,8 @@ def _run_with_progress(run, out_dir: Path, checkpoint, quiet: bool, overwrite: b
             bar.set_postfix_str(f"eval {stats['eval_share']:.0%}", refresh=False)
 
         if resume:
-            return run.resume(out_dir, progress=progress, checkpoint=checkpoint)
-        return run.run(out_dir, progress=progress, overwrite=overwrite, label=label)
+            return run.resume(out_dir, progress=progress, checkpoint=checkpoint, callbacks=callbacks)
+        return run.run(out_dir, progress=progress, overwrite=overwrite, label=label, callbacks=callbacks)
 
 
 def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
@@ -291,17 +298,18 @@ def _exit_status(ctx, summary: dict, out_dir: Path) -> None:
         ctx.exit(130)
 
 
-def _tensorboard(logdir, run_dir, out=None) -> None:
+def _tensorboard(logdir, run_dir, out=None) -> list:
     """``--tensorboard``: check the extra is installed and ``logdir`` (and ``logdir/<out's name>``) can be
-    written (``run_dir`` None, before the run) or write the run's events to ``logdir/<run directory name>``."""
+    written (``run_dir`` None, before the run), or the round loop's callback writing the run's events to
+    ``logdir/<run directory name>`` when it ends (a list: none without ``--tensorboard``)."""
     if logdir is None:
-        return
-    from stabkit.store.tensorboard import check_logdir, write_events
+        return []
+    from stabkit.store.tensorboard import TensorBoardEvents, check_logdir
 
     if run_dir is None:
         check_logdir(logdir, *([Path(out).name] if out else []))
-        return
-    click.echo(f"tensorboard: {write_events(run_dir, Path(logdir) / Path(run_dir).name)}")
+        return []
+    return [TensorBoardEvents(run_dir, Path(logdir) / Path(run_dir).name)]
 
 
 RESUMABLE = {"rounds", "checkpoint_every", "save_models", "constants"}

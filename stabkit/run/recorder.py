@@ -3,8 +3,9 @@
 
 It writes ``config.json`` (the configuration with the run's facts), sets a resumed run back to its checkpoint,
 runs the rounds with the directory's callbacks (``stabkit.run.callbacks``: flushes, snapshots, saved models,
-checkpoints, progress; sharpness and a DP run's ``privacy.json`` from their rooms) and the caller's, then
-estimates the constants and writes ``constants.json`` and ``summary.json``. A Ctrl-C during the constants'
+checkpoints, progress; sharpness and a DP run's ``privacy.json`` from their rooms; last, :class:`Summary`:
+the constants estimated, ``constants.json`` and ``summary.json`` written) and then the caller's (e.g.
+TensorBoard, which reads the finished logs). A Ctrl-C during the constants'
 estimation keeps the complete rounds and a summary saying the constants were skipped.
 """
 from __future__ import annotations
@@ -47,10 +48,11 @@ class RunRecorder:
         if run.sharpness is not None:  # imported here: the flatness measures bring pandas
             from stabkit.flatness.runlog import SharpnessRounds
             sharpness = [SharpnessRounds(run.sharpness, self.out)]
+        told = [Progress(progress)] if progress is not None else []
+        self.summary = Summary(self.writer, told)
         self.callbacks = [*sharpness, Snapshots(), SavedModels(self.writer),
                           Checkpoints(self.writer, flush, run.cfg.checkpoint_every), flush,
-                          *PrivacyFile.of(self.out, run.privacy, run.cfg.dp_noise),
-                          *([Progress(progress)] if progress is not None else []), *callbacks]
+                          *PrivacyFile.of(self.out, run.privacy, run.cfg.dp_noise), *told, self.summary, *callbacks]
 
     def start(self, label: Optional[str]) -> dict:
         """Log round 0 and run every round; return the summary."""
@@ -86,14 +88,30 @@ class RunRecorder:
         self.writer.open({**run_facts(self.run), **({"label": label} if label else {})})
 
     def _rounds(self) -> dict:
-        state = run_rounds(self.run, self.callbacks)
-        alloc.release()  # the memory kept for the rounds goes back to the system (a sweep's next job may need them)
-        return self._finish(state)
+        run_rounds(self.run, self.callbacks)
+        return self.summary.summary
 
-    def _finish(self, state) -> dict:
-        """Estimate the constants (unless off or interrupted) and write the summary."""
-        run, cfg = self.run, self.run.cfg
-        df = load_run(self.out)
+    def _stale_figures(self, t: int) -> None:
+        """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
+        ``t`` rounds no longer show it, and are removed (saying so) rather than left beside the new data."""
+        figures = self.out / FIGURES_DIR
+        if figures.is_dir():
+            shutil.rmtree(figures)
+            print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "
+                  f"{self.out} --plot`)", file=sys.stderr)
+
+
+class Summary:
+    """The round loop's last callback of a run directory: once the logs are flushed, the memory kept for the
+    rounds goes back to the system (a sweep's next job may need it), the constants are estimated (unless off,
+    interrupted or failed; ``on_stage`` tells the progress) and ``summary.json`` is written (``self.summary``)."""
+
+    def __init__(self, writer: RunWriter, callbacks: list):
+        self.writer, self.callbacks, self.summary = writer, callbacks, None
+
+    def on_run_end(self, run, state) -> None:
+        alloc.release()
+        cfg, df = run.cfg, load_run(self.writer.out)
         interrupted = state.interrupted
         constants = "off (--no-constants)" if not cfg.constants else "skipped: the rounds were interrupted"
         if state.failed:
@@ -113,17 +131,8 @@ class RunRecorder:
         notes = {"constants": constants, "divergence_threshold": OVERFLOW, "evaluation": run.describe_evaluation(),
                  **{k: v for k, v in (("diverged_reason", state.diverged), ("interrupted", interrupted),
                                       ("failed_reason", state.failed)) if v}}
-        return self.writer.finish(df, state.status, state.diverged_round, state.round, state.timers.as_dict(), notes,
-                                  run.nb)
-
-    def _stale_figures(self, t: int) -> None:
-        """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
-        ``t`` rounds no longer show it, and are removed (saying so) rather than left beside the new data."""
-        figures = self.out / FIGURES_DIR
-        if figures.is_dir():
-            shutil.rmtree(figures)
-            print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "
-                  f"{self.out} --plot`)", file=sys.stderr)
+        self.summary = self.writer.finish(df, state.status, state.diverged_round, state.round,
+                                          state.timers.as_dict(), notes, run.nb)
 
 
 def run_facts(run) -> dict:

@@ -46,6 +46,18 @@ def check_logdir(logdir, *names) -> None:
         check_writable(Path(logdir) / name, "tensorboard")
 
 
+class TensorBoardEvents:
+    """The round loop's callback (``stabkit.run.loop``) writing the events of the run in ``run_dir`` to
+    ``logdir`` when it ends (finished, diverged, interrupted or failed: what was logged), after its summary;
+    ``written``: the folder, once written."""
+
+    def __init__(self, run_dir, logdir):
+        self.run_dir, self.logdir, self.written = Path(run_dir), Path(logdir), None
+
+    def on_run_end(self, run, state) -> None:
+        self.written = write_events(self.run_dir, self.logdir)
+
+
 def scalars(df) -> dict:
     """``tag -> [(round, value), ...]`` of a run's metrics (a ``load_run`` frame)."""
     out = {"D_t/mean": list(df.groupby("round")["disc"].mean().items())}
