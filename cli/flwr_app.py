@@ -1,5 +1,5 @@
-"""``stabkit pair --flwr-app``: the command-line side of :mod:`stabkit.run.flwr_app` (refusals, progress and the
-summary line); not a command of its own."""
+"""``stabkit pair --flwr-app`` and ``stabkit pair --resume`` of an app run: the command-line side of
+:mod:`stabkit.run.flwr_files` (refusals, progress and the summary line); not a command of its own."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -29,29 +29,61 @@ def refuse_ignored(explicit: set, hp_items, config_keys, preset, label) -> None:
 def pair_flower_app(spec: str, cfg, out, overwrite: bool, other_mode, quiet: bool, tensorboard=None) -> None:
     """Run the Flower app ``spec`` paired under ``cfg`` into ``out`` (default ``runs/flwr-app-<time>``), its
     TensorBoard events to ``tensorboard/<run name>`` when given; exit as a paired run does (1: diverged,
-    2: failed, the rounds before kept)."""
+    2: failed, 130: interrupted, the rounds before kept)."""
     if other_mode:
-        raise ConfigError("invalid option --flwr-app with --resume or --estimate: an app run is started afresh")
+        raise ConfigError("invalid option --flwr-app with --resume or --estimate: an app run is continued with "
+                          "`stabkit pair --resume DIR` alone (its config.json names the app), and not estimated")
     require_out(out)
     out = Path(out) if out is not None else Path("runs") / f"flwr-app-{datetime.now():%Y%m%d-%H%M%S}"
     from stabkit.store.outdir import check_writable
 
     check_writable(out)
     check_new_run_dir(out, overwrite)
-    if tensorboard is not None:
-        from stabkit.store.tensorboard import check_logdir
+    events = _events(tensorboard, out)
+    from stabkit.run.flwr_files import run_app
 
-        check_logdir(tensorboard, out.name)
+    _report(out, f"{spec} {cfg.perturb}", cfg.rounds, quiet, events,
+            lambda progress: run_app(spec, cfg, out, overwrite, progress, events))
+
+
+def resume_flower_app(out, explicit: set, params: dict, other_options, quiet: bool, tensorboard=None) -> None:
+    """``stabkit pair --resume DIR`` of an app run: continue it from its checkpoint (``--rounds N`` to extend
+    it; every other option refused), reported as a new app run is."""
+    given = sorted(explicit - {"rounds"})
+    if given or other_options:
+        name = given[0].replace("_", "-") if given else "config/--preset/--hp/--out/--overwrite/--label"
+        raise ConfigError(f"invalid option --{name} with --resume of a Flower app run: it keeps its settings; only "
+                          "--rounds may be given")
+    from stabkit.store.mapping import read_mapping
+
+    config = read_mapping(Path(out) / "config.json", "resume", "run's config.json")
+    rounds = params["rounds"] if "rounds" in explicit else config["rounds"]
+    events = _events(tensorboard, Path(out))
+    from stabkit.run.flwr_files import resume_app
+
+    _report(Path(out), f"{config['flwr_app']} {config['perturb']}", rounds, quiet, events,
+            lambda progress: resume_app(out, rounds, progress, events))
+
+
+def _events(tensorboard, out: Path) -> list:
+    """``--tensorboard``: the folder checked now, and the round loop's callback writing the run's events."""
+    if tensorboard is None:
+        return []
+    from stabkit.store.tensorboard import TensorBoardEvents, check_logdir
+
+    check_logdir(tensorboard, out.name)
+    return [TensorBoardEvents(out, Path(tensorboard) / out.name)]
+
+
+def _report(out: Path, desc: str, rounds: int, quiet: bool, events: list, run) -> None:
+    """``run(progress)`` under a progress bar, then the summary line; exit 1 (diverged), 2 (failed, one line) or
+    130 (interrupted), the rounds before kept."""
     from tqdm import tqdm
 
-    from stabkit.run.flwr_app import run_app
-
-    with tqdm(total=cfg.rounds, unit="round", disable=quiet, dynamic_ncols=True, desc=f"{spec} {cfg.perturb}") as bar:
-        summary = run_app(spec, cfg, out, overwrite, progress=lambda t: bar.update(t - bar.n))
-    if tensorboard is not None:
-        from stabkit.store.tensorboard import write_events
-
-        click.echo(f"tensorboard: {write_events(out, Path(tensorboard) / out.name)}")
+    with tqdm(total=rounds, unit="round", disable=quiet, dynamic_ncols=True, desc=desc) as bar:
+        summary = run(lambda t: bar.update(t - bar.n))
+    for cb in events:
+        click.echo(f"tensorboard: {cb.written}")
     done = summary["rounds_done"]
     if summary["status"] == "failed":
         raise ConfigError(f"{summary['failed_reason']}; rounds 0-{done} are kept in {out}")
@@ -62,3 +94,7 @@ def pair_flower_app(spec: str, cfg, out, overwrite: bool, other_mode, quiet: boo
         click.echo(f"run diverged ({summary['diverged_reason']}) at round {summary['diverged_round']}; metrics up "
                    f"to round {done} are kept", err=True)
         click.get_current_context().exit(1)
+    if summary["status"] == "interrupted":
+        click.echo(f"interrupted at {summary['interrupted']}; metrics up to round {done} are kept in {out} "
+                   f"(continue with `stabkit pair --resume {out}`)", err=True)
+        click.get_current_context().exit(130)

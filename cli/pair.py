@@ -169,6 +169,12 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
         from stabkit.run.estimate import estimate_config
         estimate_config(build_config(params, explicit, config_path, hp_items, preset), echo=click.echo)
         return
+    from stabkit.store.runstore import is_app_run
+
+    if resume_dir is not None and is_app_run(resume_dir):  # a Flower app's run (stabkit_cli.flwr_app)
+        from stabkit_cli.flwr_app import resume_flower_app
+        return resume_flower_app(resume_dir, explicit, params, hp_items or config_path or preset or out or overwrite
+                                 or label, quiet, tensorboard)
     # Everything the options alone decide is checked before torch is imported (a refusal takes well under 1 s)
     _tensorboard(tensorboard, None, resume_dir or out)
     if resume_dir is not None:

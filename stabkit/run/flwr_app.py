@@ -26,18 +26,17 @@ pair until the perturbation first reaches the model), the two replies must be th
 named); where both trajectories hand the strategy the same bits (the same model and replies), the two
 aggregates must be too. A client nondeterministic from round 3 on is caught at round 3, not left to drift.
 
-Round 1 runs before anything is written, so an app refused there leaves nothing. Writes ``config.json``,
-``metrics.csv`` (round 0, the common start, then round, pair, disc, disc_sq, hit, skipped per round) and
-``summary.json`` with the record every run has: ``completed``; ``diverged`` at the first round whose arrays are
-not finite or exceed the divergence threshold (a ClientApp returning NaN included), the rounds before kept;
-``failed`` with the reason when a call fails after round 1, the rounds before kept. An app run starts afresh
-(it keeps no checkpoint to resume from).
+:class:`AppRun` is what one round of an app is (``advance``): the round loop (``stabkit.run.loop``) runs it,
+and :mod:`stabkit.run.flwr_files` writes its directory (with a checkpoint after every round, so ``stabkit
+pair --resume`` continues it). A call refused in round 1 is a ``ConfigError`` (nothing is written yet); after
+round 1 it fails the run (``PluginFailed``), the rounds before kept.
 """
 from __future__ import annotations
 
 import copy
-import time
-from pathlib import Path
+import pickle
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -47,12 +46,10 @@ from stabkit.algorithms.flower.params import SAMPLING
 from stabkit.engine.perturbation import removed_cohort
 from stabkit.engine.rng import hash_keys, randint
 from stabkit.engine.sampling import client_order
-from stabkit.engine.threads import threads_for
-from stabkit.errors import ConfigError, require
+from stabkit.errors import ConfigError, PluginFailed, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
-from stabkit.store.atomic import atomic_write_csv, atomic_write_json
-from stabkit.store.runstore import prepare_run_dir
+from stabkit.run.loop import RunState
 
 KEYS = ("client_app", "strategy", "arrays", "partitions")
 TRAJ = "AB"
@@ -80,6 +77,22 @@ def load_app(spec: str) -> dict:
         if not (isinstance(value, int) and value >= least):
             raise ConfigError(f"{where}: its {key} is {value!r}, expected an integer >= {least}")
     return {"heldout": 0, **app}
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """What an app run reads of its configuration: the six options it takes (a ``RunConfig`` has them too)."""
+
+    seed: int
+    pairs: int
+    rounds: int
+    perturb: str
+    clients_per_round: Optional[int] = None
+    participation: float = 1.0
+
+    @classmethod
+    def of(cls, cfg) -> "AppSettings":
+        return cls(cfg.seed, cfg.pairs, cfg.rounds, cfg.perturb, cfg.clients_per_round, cfg.participation)
 
 
 def cohort_size(app: dict, cfg) -> int:
@@ -117,10 +130,12 @@ def _sampling_set(strategy, s: int):
 
 class AppRun:
     """The paired run of a Flower app: per pair and trajectory a strategy copy, the arrays and the nodes'
-    contexts, advanced one round at a time."""
+    contexts, advanced one round at a time by the round loop; ``cfg``: its :class:`AppSettings` (or a
+    ``RunConfig``). Its rows are column dicts, one per round (``take``); ``state.record`` holds the
+    discrepancies of the last round that did not diverge."""
 
     def __init__(self, spec: str, app: dict, cfg):
-        self.spec, self.app, self.cfg = spec, app, cfg
+        self.spec, self.app, self.cfg = spec, app, AppSettings.of(cfg)
         self.s, self.N, R = cohort_size(app, cfg), app["partitions"], cfg.pairs
         start = {k: a.numpy() for k, a in app["arrays"].items()}
         self.strategies = {(p, j): _sampling_set(app["strategy"], self.s) for p in range(R) for j in (0, 1)}
@@ -130,6 +145,8 @@ class AppRun:
         self.replacement = self.N + randint(cfg.seed, "flwr-app-heldout", max(app["heldout"], 1), np.arange(R))
         self.rows: list = []
         self.client_calls = 0
+        self.skipped = 0  # rows (pair rounds) whose strategy skipped the round, over the kept rounds
+        self.state = RunState(cfg.rounds)
 
     def partition(self, pair: int, j: int, node: int) -> int:
         """The partition trajectory j of ``pair`` trains on at logical node ``node`` (client perturbation:
@@ -151,17 +168,56 @@ class AppRun:
 
     def initial_rows(self) -> None:
         """Round 0: the common start of every pair (D_0 = 0)."""
-        for pair in range(self.cfg.pairs):
-            disc = self.discrepancy(pair)
-            self.rows.append({"round": 0, "pair": pair, "disc": disc, "disc_sq": disc ** 2, "hit": 0, "skipped": 0})
+        R = self.cfg.pairs
+        self.state.record = self.discrepancies()
+        self.rows.append(_rows(0, self.state.record, np.zeros(R, dtype=int), np.zeros(R, dtype=int)))
+
+    def advance(self, t: int) -> Optional[str]:
+        """Round t (1-based) of every pair, its rows logged; why the run diverged, or None. A call refused in
+        round 1 is a ``ConfigError`` (nothing written yet); later, the run's failure (``PluginFailed``)."""
+        try:
+            why = self.step(t - 1)
+        except ConfigError as e:
+            if t == 1 or isinstance(e, PluginFailed):
+                raise
+            raise PluginFailed(str(e)) from None
+        if why is None:
+            self.state.record = self.rows[-1]["disc"]
+            self.skipped += int(self.rows[-1]["skipped"].sum())
+        return why
+
+    def take(self) -> list:
+        """The row groups logged since the last call."""
+        rows, self.rows = self.rows, []
+        return rows
+
+    def saved(self) -> bytes:
+        """Everything the app run carries between rounds, pickled (strategies, arrays, the nodes' contexts, the
+        counts); refused in one line when the app's state cannot be pickled."""
+        try:
+            return pickle.dumps({"strategies": self.strategies, "arrays": self.arrays, "contexts": self.contexts,
+                                 "client_calls": self.client_calls, "skipped": self.skipped})
+        except Exception as e:
+            raise PluginFailed(f"flwr_app {self.spec!r} cannot be checkpointed: pickling its strategy or its nodes' "
+                               f"contexts raised {describe(e)}") from None
+
+    def restore(self, data: bytes, t: int) -> None:
+        """Continue from :meth:`saved`'s ``data`` of round ``t``."""
+        for k, v in pickle.loads(data).items():
+            setattr(self, k, v)
+        self.state.round, self.state.record = t, self.discrepancies()
+
+    def discrepancies(self) -> np.ndarray:
+        return np.array([self.discrepancy(pair) for pair in range(self.cfg.pairs)])
 
     def step(self, t: int) -> str | None:
-        """Round t of every pair; its metrics rows appended. Returns why the run diverged (None: it did not)."""
+        """Round t (0-based) of every pair; its metrics rows appended. Returns why the run diverged (None: it did
+        not)."""
         order = client_order(self.cfg.seed, t, self.cfg.pairs, self.N)
         S = order[:, :self.s]
         cohorts = (S, removed_cohort(self.perturbed, S, order) if self.cfg.perturb == "remove-client" else S)
         keys = hash_keys(self.cfg.seed, "host", np.arange(self.cfg.pairs), t)
-        diverged = None
+        diverged, discs, hits, skips = None, [], [], []
         for pair in range(self.cfg.pairs):
             same_start = fc.same_arrays(self.arrays[pair, 0], self.arrays[pair, 1])
             replies = [self._train(t, pair, j, cohorts[j][pair], int(keys[pair])) for j in (0, 1)]
@@ -173,11 +229,11 @@ class AppRun:
                 raise ConfigError(f"{self._where(t, pair, 1)}: the strategy is not deterministic: its two copies, "
                                   "handed the same arrays and replies with random and numpy.random seeded alike, "
                                   "aggregated different arrays (a generator of its own or os.urandom?)")
-            disc = self.discrepancy(pair)
-            diverged = diverged or self._divergence(pair, disc)
-            self.rows.append({"round": t + 1, "pair": pair, "disc": disc, "disc_sq": disc ** 2,
-                              "hit": int(self.cfg.perturb != "none" and self.perturbed[pair] in S[pair]),
-                              "skipped": int(any(skipped))})
+            discs.append(self.discrepancy(pair))
+            diverged = diverged or self._divergence(pair, discs[-1])
+            hits.append(int(self.cfg.perturb != "none" and self.perturbed[pair] in S[pair]))
+            skips.append(int(any(skipped)))
+        self.rows.append(_rows(t + 1, np.array(discs), np.array(hits), np.array(skips)))
         return diverged
 
     def _divergence(self, pair: int, disc: float) -> str | None:
@@ -243,50 +299,6 @@ def describe(e: Exception) -> str:
     return plugins.describe_error(e)
 
 
-def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict:
-    """Run the app ``spec`` paired for ``cfg.rounds`` rounds and write ``out``; return the summary (status
-    ``completed``, ``diverged`` or ``failed``, as a paired run's). Round 1 runs before anything is written: an
-    app refused there (a ConfigError) leaves nothing."""
-    app = load_app(spec)
-    check_settings(spec, app, cfg)  # an app refused so far answers before pandas and torch are imported
-    import pandas as pd
-
-    run = AppRun(spec, app, cfg)
-    run.initial_rows()
-    start = time.perf_counter()
-    with threads_for(0.0):  # the app trains one client's minibatches at a time in Python: small ops, one thread
-        diverged = run.step(0)
-        out = prepare_run_dir(Path(out), overwrite)
-        atomic_write_json(out / "config.json", app_config(spec, run))
-        status, done, failed = ("diverged", 0, None) if diverged else ("completed", 1, None)
-        try:
-            if progress is not None and not diverged:
-                progress(1)
-            while status == "completed" and done < cfg.rounds:
-                diverged = run.step(done)
-                if diverged:
-                    status = "diverged"
-                    break
-                done += 1
-                if progress is not None:
-                    progress(done)
-        except ConfigError as e:  # a call failed after round 1: the rounds before are kept
-            status, failed = "failed", str(e)
-        finally:
-            kept = [r for r in run.rows if r["round"] <= done]
-            atomic_write_csv(out / "metrics.csv", pd.DataFrame(kept, columns=ROW_COLUMNS))
-    wall = time.perf_counter() - start
-    final = [r["disc"] for r in kept if r["round"] == done]
-    summary = {"status": status, "rounds_done": done, "diverged_round": done + 1 if status == "diverged" else None,
-               "final_disc_mean": float(np.mean(final)), "final_disc_max": float(np.max(final)),
-               "client_calls": run.client_calls, "wall_s": wall, "s_per_round": wall / max(done, 1),
-               "skipped_rounds": int(sum(r["skipped"] for r in kept)),
-               **({"diverged_reason": diverged} if status == "diverged" else {}),
-               **({"failed_reason": failed} if failed else {})}
-    atomic_write_json(out / "summary.json", summary)
-    return summary
-
-
 def app_config(spec: str, run: AppRun) -> dict:
     """The config.json of an app run: what it was run with (``flwr_app`` marks it as one)."""
     cfg = run.cfg
@@ -294,4 +306,7 @@ def app_config(spec: str, run: AppRun) -> dict:
             "perturb": cfg.perturb, "partitions": run.N, "heldout": run.app["heldout"]}
 
 
-ROW_COLUMNS = ["round", "pair", "disc", "disc_sq", "hit", "skipped"]
+def _rows(t: int, disc: np.ndarray, hit: np.ndarray, skipped: np.ndarray) -> dict:
+    """Round t's metrics rows, one per pair (the columns of ``metrics.csv``)."""
+    return {"round": np.full(len(disc), t), "pair": np.arange(len(disc)), "disc": disc, "disc_sq": disc ** 2,
+            "hit": hit, "skipped": skipped}

@@ -66,18 +66,15 @@ def prepare_run_dir(path, overwrite: bool = False) -> Path:
 def check_new_run_dir(path, overwrite: bool = False) -> None:
     """ConfigError if ``path`` holds a run and ``overwrite`` is not set (nothing is written)."""
     what = None if overwrite else existing_run(path)
-    if what and _is_app_run(Path(path)):
-        raise ConfigError(f"invalid out={str(path)!r}: it already holds a Flower app run ({what}); replace it "
-                          f"with --overwrite (an app run starts afresh: it cannot be resumed)")
     if what:
         raise ConfigError(f"invalid out={str(path)!r}: it already holds a run ({what}); continue it with "
                           f"`stabkit pair --resume {path}` (--rounds N to extend it) or replace it with --overwrite")
 
 
-def _is_app_run(path: Path) -> bool:
+def is_app_run(path) -> bool:
     """``path`` holds a ``--flwr-app`` run (its config.json says so)."""
     try:
-        return "flwr_app" in json.loads((path / "config.json").read_text())
+        return "flwr_app" in json.loads((Path(path) / "config.json").read_text())
     except (OSError, ValueError, TypeError):
         return False
 

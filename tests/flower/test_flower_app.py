@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from stabkit import RunConfig
-from stabkit.run.flwr_app import run_app
+from stabkit.run.flwr_files import run_app
 from tests.cli.test_bad_inputs import check_refused
 from tests.helpers import cli
 
@@ -54,6 +54,7 @@ APP = [
     (["--flwr-app", f"{FIX}good_app", "--perturb", "remove-client", "--clients-per-round", "4"],
      "invalid clients_per_round=4: at most 3 with --perturb remove-client"),
     (["--flwr-app", f"{FIX}good_app", "--resume", "somewhere"], "with --resume or --estimate"),
+    (["--flwr-app", f"{FIX}good_app", "--estimate"], "with --resume or --estimate"),
     # options an app run would ignore, refused by name
     *[(["--flwr-app", f"{FIX}good_app", option, value], f"invalid option {option} with --flwr-app") for option, value in
       [("--algo", "fedprox"), ("--lr", "0.1"), ("--local-steps", "3"), ("--save-models", "none"),
@@ -92,8 +93,8 @@ def test_a_client_app_failing_mid_run_is_a_failed_run(name, needle, kept, tmp_pa
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["rounds_done"] == kept
     assert sorted(set(pd.read_csv(tmp_path / "run" / "metrics.csv")["round"])) == list(range(kept + 1))
-    code, _, err = cli(args, capsys)  # again: replace it, never --resume (an app run cannot be resumed)
-    assert code == 2 and "replace it with --overwrite" in err and "--resume" not in err
+    code, _, err = cli(args, capsys)  # again: refused, naming --resume and --overwrite as for a paired run
+    assert code == 2 and "replace it with --overwrite" in err and "stabkit pair --resume run" in err
 
 
 def test_a_client_app_returning_nan_is_a_diverged_run(tmp_path, capsys):
@@ -113,3 +114,47 @@ def test_an_app_run_has_tensorboard_events_and_a_bounds_report(tmp_path, capsys)
     assert len(list((tmp_path / "tb" / "run").glob("events.out.tfevents.*"))) == 1
     code, out, err = cli(["bounds", str(tmp_path / "run"), "--bootstrap", "0"], capsys)
     assert code == 0 and "T = 2, 2 pairs" in out and "bounds: not computed: a Flower app" in out, err
+
+
+SUMMARY_NUMBERS = ("status", "rounds_done", "diverged_round", "final_disc_mean", "final_disc_max", "client_calls",
+                   "skipped_rounds")
+
+
+def _numbers(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return (run_dir / "metrics.csv").read_bytes(), {k: summary[k] for k in SUMMARY_NUMBERS}
+
+
+def test_an_app_run_resumes_to_the_bytes_of_an_uninterrupted_one(tmp_path, capsys):
+    """A checkpoint after every round: a finished run extended with --rounds, and one stopped by Ctrl-C and
+    resumed, write the metrics and summary numbers of the run that went through at once."""
+    from stabkit.run.flwr_files import resume_app
+
+    cfg = RunConfig(pairs=2, rounds=4, clients_per_round=2, perturb="client")
+    run_app(f"{FIX}good_app", cfg, tmp_path / "full")
+    run_app(f"{FIX}good_app", cfg.replace(rounds=2), tmp_path / "short")
+    code, out, err = cli(["pair", "--resume", str(tmp_path / "short"), "--rounds", "4", "--quiet"], capsys)
+    assert code == 0 and "4 rounds" in out, err
+
+    def stop_at_3(t):
+        if t == 3:
+            raise KeyboardInterrupt
+
+    cut = run_app(f"{FIX}good_app", cfg, tmp_path / "cut", progress=stop_at_3)
+    assert (cut["status"], cut["rounds_done"], cut["interrupted"]) == ("interrupted", 3, "round 4")
+    assert resume_app(tmp_path / "cut")["status"] == "completed"
+    assert _numbers(tmp_path / "short") == _numbers(tmp_path / "full") == _numbers(tmp_path / "cut")
+    assert json.loads((tmp_path / "short" / "config.json").read_text())["rounds"] == 4
+
+
+def test_an_app_runs_resume_takes_only_rounds_and_refuses_an_edited_config(tmp_path, capsys):
+    cfg = RunConfig(pairs=1, rounds=2, clients_per_round=2, perturb="none")
+    run_app(f"{FIX}good_app", cfg, tmp_path / "r")
+    before = (tmp_path / "r" / "metrics.csv").read_bytes()
+    code, _, err = cli(["pair", "--resume", str(tmp_path / "r"), "--seed", "3"], capsys)
+    assert code == 2 and "invalid option --seed with --resume of a Flower app run" in err
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    (tmp_path / "r" / "config.json").write_text(json.dumps({**config, "seed": 3}))
+    code, _, err = cli(["pair", "--resume", str(tmp_path / "r"), "--rounds", "3"], capsys)
+    assert code == 2 and "config.json was edited since the checkpoint; nothing was changed" in err
+    assert (tmp_path / "r" / "metrics.csv").read_bytes() == before
