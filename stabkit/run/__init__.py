@@ -12,8 +12,8 @@ the loop: config, constants, summary), ``replay`` (a saved round's client models
 ``resume_check`` (everything a resume relies on, checked before anything is touched), ``estimate``
 (``--estimate``: timed rounds and the projected run), ``audit`` (``stabkit audit``: trials of a DP run as
 independent-noise pairs), ``privacy_facts`` (the privacy schedule a run's config implies, for ``stabkit
-privacy``), ``flwr_app`` + ``flwr_clients`` (a whole Flower app's ClientApp run in-process, per client and
-trajectory) and ``uptime`` (how long the process has run: the ``time:`` line covers start-up). The
+privacy``), ``flwr_app`` + ``flwr_clients`` + ``flwr_files`` (a whole Flower app's ClientApp run in-process, per client
+and trajectory, through the round loop into its directory, resumable) and ``uptime`` (how long the process has run: the ``time:`` line covers start-up). The
 configuration is in ``stabkit.config``, the files
 of a run directory in ``stabkit.store``.
 """

@@ -67,7 +67,7 @@ class AppFiles:
             "status": state.status, "rounds_done": done, "diverged_round": state.diverged_round,
             "final_disc_mean": float(np.mean(state.record)), "final_disc_max": float(np.max(state.record)),
             "client_calls": run.client_calls, "wall_s": wall, "s_per_round": wall / max(done, 1),
-            "skipped_rounds": run.skipped,
+            "checkpoint_s": state.timers["checkpoint_s"], "skipped_rounds": run.skipped,
             **{k: v for k, v in (("diverged_reason", state.diverged), ("failed_reason", state.failed),
                                  ("interrupted", state.interrupted)) if v}}
         atomic_write_json(self.out / SUMMARY, self.summary)
