@@ -22,8 +22,20 @@ from stabkit.engine import rng
 from stabkit.engine.paired import PairedEngine
 from stabkit.engine.sampling import batch_positions
 from stabkit.run.assembly import engine_settings
+from stabkit.run.loop import EngineRounds, run_rounds
 from stabkit.run.preflight import checked_algorithm
 from stabkit.store.updates import load_updates
+
+
+class ClientSteps:
+    """The round loop's callback counting the client gradient steps of the rounds run, per pair: each round's
+    gradient evaluations per local step, times the local steps and the sampled clients."""
+
+    def __init__(self, pairs: int, local_steps: int, sampled: int):
+        self.total, self.local_steps, self.sampled = np.zeros(pairs), local_steps, sampled
+
+    def on_round_end(self, run, state) -> None:
+        self.total += state.record.grad_evals * self.local_steps * self.sampled
 
 
 class UnlearnContext:
@@ -48,12 +60,9 @@ class UnlearnContext:
         clients (trajectory B's federation and coupling), numbered from ``after`` (default: the run's T) on;
         ``(x [R, d], client gradient steps [R])``."""
         eng = self.engine(x_start)
-        first = self.rounds if after is None else after
-        steps = np.zeros(self.pairs)
-        for t in range(first, first + rounds):
-            rec = eng.step(t)
-            steps += rec.grad_evals * self.local_steps * self.sampled
-        return eng.x[:, 1].clone(), steps
+        steps = ClientSteps(self.pairs, self.local_steps, self.sampled)
+        run_rounds(EngineRounds((eng,), rounds, done=self.rounds if after is None else after), [steps])
+        return eng.x[:, 1].clone(), steps.total
 
     def engine(self, x_start: torch.Tensor, seed: int | None = None) -> PairedEngine:
         """A fresh engine of the run (its algorithm built anew) at ``x_start [R, d]``; ``seed``: another seed

@@ -17,6 +17,7 @@ import numpy as np
 
 from stabkit.engine import rng
 from stabkit.errors import require
+from stabkit.run.loop import EngineRounds, run_rounds
 
 if TYPE_CHECKING:
     import torch
@@ -44,7 +45,6 @@ def retrain_floor(ctx, x_retrain: torch.Tensor, seeds: int) -> np.ndarray:
     total = np.zeros(ctx.pairs)
     for k in range(seeds):
         eng = ctx.engine(ctx.x0, seed=floor_seed(ctx.cfg.seed, k))
-        for t in range(ctx.rounds):
-            eng.step(t)
+        run_rounds(EngineRounds((eng,), ctx.rounds))
         total += (eng.x[:, 1] - x_retrain).norm(dim=-1).cpu().numpy()
     return total / seeds

@@ -20,6 +20,7 @@ import numpy as np
 
 from stabkit.config.runconfig import resume_config
 from stabkit.errors import ConfigError
+from stabkit.run.loop import EngineRounds, run_rounds
 from stabkit.store.mapping import read_mapping
 from stabkit.store.saved_models import model_path
 from stabkit.store.updates import updates_path
@@ -100,7 +101,7 @@ def unlearn(run_dir, method: str, hp: Optional[dict] = None, floor_seeds: Option
 def retrain_steps(ctx) -> float:
     """Client gradient steps of the retrain: T rounds of s clients' K local steps, times the algorithm's
     gradient evaluations per local step (measured on one round of a fresh engine)."""
-    rec = ctx.engine(ctx.x0).step(0)
+    rec = run_rounds(EngineRounds((ctx.engine(ctx.x0),), 1)).record
     return float(ctx.rounds * ctx.sampled * ctx.local_steps * rec.grad_evals)
 
 
