@@ -36,12 +36,14 @@ def objective_note(fraction: float) -> str:
 
 
 class SharpnessRounds:
-    """The round loop's callback (``stabkit.run.loop``) measuring the run's sharpness ``log`` into the run
-    directory ``out``: round 0 when a run starts, each sharpness round after it; a resumed run continues the
-    table of its checkpoint's rounds. The time goes to the run's ``sharpness_s``."""
+    """The round loop's callback (``stabkit.run.loop``) measuring the sharpness of the paired run ``run`` (its
+    model, data, neighbours, config and threads) into its directory ``out``: round 0 when a run starts, each
+    sharpness round after it; a resumed run continues the table of its checkpoint's rounds. The time goes to
+    the run's ``sharpness_s``."""
 
-    def __init__(self, log: SharpnessLog, out: Path):
-        self.log, self.out = log, Path(out)
+    def __init__(self, run, out: Path):
+        self.log = SharpnessLog(run.model, run.data, run.nb, run.cfg, threads=run.threads)
+        self.out = Path(out)
 
     def on_run_start(self, run, state) -> None:
         if state.round:

@@ -70,22 +70,8 @@ class PairedRun:
         self.engine.threads = self.evaluator.threads = self.threads
         self.state = RunState(cfg.rounds)  # the round done, the last record, the status and the time accounts
         self.log = RoundLog(cfg, self.engine, self.evaluator, self.state.timers)
-        self.sharpness = None
-        if cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas, a run without them need not
-            from stabkit.flatness.runlog import SharpnessLog
-            self.sharpness = SharpnessLog(self.model, self.data, self.nb, cfg, threads=self.threads)
         self.initial_logged = False  # round 0 (the initial models) is logged
         self.updates = None  # --store-updates: the last round's (cohort [R, s], A's client updates [R, s, d])
-
-    @property
-    def rows(self) -> list:
-        """Logged row groups (column dicts) not yet in metrics.csv (all of them, without a run directory)."""
-        return self.log.rows
-
-    @property
-    def local_rows(self) -> list:
-        """Logged local-discrepancy row groups not yet in local.csv (all of them, without a run directory)."""
-        return self.log.local_rows
 
     def start(self) -> None:
         """Log round 0 (the initial models), once: the round loop's first act (``stabkit.run.loop``)."""

@@ -45,9 +45,9 @@ class RunRecorder:
         self.writer = RunWriter(self.out, run.cfg)
         flush = Flush(self.writer)
         sharpness = []
-        if run.sharpness is not None:  # imported here: the flatness measures bring pandas
+        if run.cfg.sharpness_rounds:  # imported here: the flatness measures bring pandas
             from stabkit.flatness.runlog import SharpnessRounds
-            sharpness = [SharpnessRounds(run.sharpness, self.out)]
+            sharpness = [SharpnessRounds(run, self.out)]
         told = [Progress(progress)] if progress is not None else []
         self.summary = Summary(self.writer, told)
         self.callbacks = [*sharpness, Snapshots(), SavedModels(self.writer),
