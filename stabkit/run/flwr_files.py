@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError
 from stabkit.run.flwr_app import AppRun, AppSettings, app_config, check_settings, load_app
 from stabkit.run.loop import run_rounds
 from stabkit.store.atomic import atomic_write_json
-from stabkit.store.checkpoint import FORMAT, checkpoint_path, save_checkpoint
 from stabkit.store.mapping import read_mapping
 from stabkit.store.metricslog import AppendLog
 from stabkit.store.runstore import RUN_FILES, prepare_run_dir
@@ -51,6 +49,10 @@ class AppFiles:
         self.log.append([g for g in run.take() if g["round"][0] <= state.round])
 
     def on_round_end(self, run, state) -> None:
+        import torch  # imported once round 1 has run: an app refused before answers without it
+
+        from stabkit.store.checkpoint import save_checkpoint
+
         self._open(run)
         self._flush(run, state)
         with state.timers.timed("checkpoint_s"):
@@ -141,6 +143,10 @@ def resume_app(out, rounds: Optional[int] = None, progress: Optional[Callable] =
 
 def _checkpoint(out: Path, config: dict, rounds: int) -> dict:
     """The app run's checkpoint, refused in one line unless readable, of this run and within ``rounds``."""
+    import torch
+
+    from stabkit.store.checkpoint import FORMAT, checkpoint_path
+
     where = f"invalid resume={str(out)!r}"
     path = checkpoint_path(out)
     if not path.is_file():
