@@ -82,7 +82,7 @@ def lockstep(*specs, rounds=4, **common):
 
 
 def metrics(run: PairedRun) -> pd.DataFrame:
-    return rows_frame(run.log.rows)
+    return rows_frame(run.rows)
 
 
 def cli(args, capsys):

@@ -73,6 +73,16 @@ class PairedRun:
         self.initial_logged = False  # round 0 (the initial models) is logged
         self.updates = None  # --store-updates: the last round's (cohort [R, s], A's client updates [R, s, d])
 
+    @property
+    def rows(self) -> list:
+        """Logged row groups (column dicts) not yet in metrics.csv (all of them, without a run directory)."""
+        return self.log.rows
+
+    @property
+    def local_rows(self) -> list:
+        """Logged local-discrepancy row groups not yet in local.csv (all of them, without a run directory)."""
+        return self.log.local_rows
+
     def start(self) -> None:
         """Log round 0 (the initial models), once: the round loop's first act (``stabkit.run.loop``)."""
         if not self.initial_logged:
