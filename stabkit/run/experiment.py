@@ -5,9 +5,10 @@ Validation (config, task, model, algorithm hyperparameters, device, memory: ``st
 init file, output directory) all happens before anything is written; a directory that already holds a run
 is refused unless ``overwrite``. A run's client counts come from its task (a user's ready-made ``Task`` may
 have any number of clients), and ``config.json`` records the task and model actually used.
-``PairedRun`` builds the run and steps it, each round logged by ``stabkit.run.roundlog``; writing it into a
-directory (metrics appended every few rounds, checkpoints every ``checkpoint_every`` rounds and after the
-last, constants and summary at the end) is ``stabkit.run.recorder``'s. A killed, interrupted or finished
+``PairedRun`` builds the run and says what its round t is (``advance``: the engine's step, logged by
+``stabkit.run.roundlog``); the round loop (``stabkit.run.loop``) runs the rounds, and ``stabkit.run.recorder``
+runs it into a directory with that directory's callbacks (metrics appended every few rounds, checkpoints every
+``checkpoint_every`` rounds and after the last, constants and summary at the end). A killed, interrupted or finished
 run continues with ``resume_pair`` (also to more rounds) and writes the same bytes as an uninterrupted run.
 A diverging run (NaN/inf, or a parameter norm or loss above ``OVERFLOW``) stops at the round it happened,
 and an interrupted one (Ctrl-C) keeps everything logged so far. Time spent training, evaluating,
