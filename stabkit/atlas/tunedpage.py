@@ -71,3 +71,24 @@ def extension_text(counts: dict) -> str:
     stops = ", ".join(f"{n} {why}" for why, n in sorted(counts["stops"].items(), key=lambda kv: -kv[1]))
     return (f"{counts['extended']} of {counts['choices']} choices sat on a grid's edge and were extended; what "
             f"stopped each extended side: {stops}.")
+
+
+def redraw(data: Path, out: Path) -> list:
+    """Draw a tuned atlas's stability-accuracy and privacy figures into ``out`` from its tables alone
+    (``grid.csv``, ``cells.csv`` and ``atlas.json`` in ``data``, as the page writes them): how the committed
+    figures are drawn and checked, without the thousand jobs behind them."""
+    import json
+
+    from stabkit.atlas.figures import draw_privacy
+    from stabkit.atlas.suites import get_suite
+
+    meta = json.loads((data / "atlas.json").read_text())
+    tune = Tune.from_dict(meta["tune"])
+    grid, cells = pd.read_csv(data / "grid.csv"), pd.read_csv(data / "cells.csv")
+    chosen = {(t, a): {axis.key: row[f"param.{axis.key}"] for axis in tune.axes(a)}
+              for (t, a), row in cells.drop_duplicates(["task", "algo"]).set_index(["task", "algo"]).iterrows()}
+    titles = {t.name: t.title for t in get_suite(meta["suite"]).tasks}
+    paths = [draw_stability_accuracy(grid, tune, chosen, out, titles)]
+    if "epsilon" in cells and cells["epsilon"].notna().any():
+        paths.append(draw_privacy(cells, out, titles))
+    return paths
