@@ -14,6 +14,7 @@ from stabkit.atlas.suites import POLICY, Suite, suite_spec_dict
 from stabkit.atlas.tuning import Tune, choose, shared_values
 from stabkit.atlas.views import TUNED_COLUMNS, equal_view, grid_view, tuned_view
 from stabkit.store.atomic import atomic_write_csv, atomic_write_text
+from stabkit.store.outdir import FIGURES
 
 TUNED_POLICY = ("Tuned view (first): every algorithm runs at every value of the grid on the suite's first seed "
                 "(no top-up there); per algorithm and task the value with the best validation score at T is "
@@ -34,7 +35,7 @@ def tuned_page(grid: pd.DataFrame, meta: dict, suite: Suite, grid_jobs: list, ou
     every = grid_view(grid, tune.key)
     atomic_write_csv(out / "grid.csv", every.drop(columns=["curve", "job_dirs"], errors="ignore")
                      .assign(jobs=every["jobs"].map(";".join)))
-    figure = draw_stability_accuracy(every, tune.key, chosen, out / "figures", titles)
+    figure = draw_stability_accuracy(every, tune.key, chosen, out / FIGURES, titles)
     if len(equal):
         atomic_write_text(out / "summary_equal.md", wide_markdown(equal, titles))
     values = sorted({v for v in shared.values() if v is not None})
