@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from stabkit.errors import ConfigError
-from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
+from stabkit.store.atomic import atomic_write_bytes, atomic_write_csv, atomic_write_json
 from stabkit.store.mapping import read_mapping
 from stabkit.store.outdir import FIGURES
 
@@ -235,7 +235,7 @@ class RunDir:
     def write_files(self, files: dict) -> None:
         """Write ``files`` (file name -> bytes, as a sweep's job returns its run directory) byte for byte."""
         for name, data in files.items():
-            atomic_write_text(self.file(name), data.decode())
+            atomic_write_bytes(self.file(name), data)
         self._forget()
 
     def logs(self) -> tuple[AppendLog, AppendLog]:
