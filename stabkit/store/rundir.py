@@ -49,7 +49,6 @@ FORMAT_VERSION = 2
 VERSION_KEY = "format_version"
 
 PAIRED, FLOWER_APP, SWEEP_JOB = "paired run", "Flower app run", "sweep job"
-KINDS = (PAIRED, FLOWER_APP, SWEEP_JOB)
 APP_KEY = "flwr_app"  # the config.json key of a `stabkit pair --flwr-app` run
 PLACEMENT_KEY = "placement"  # the config.json key of a sweep's job: where it ran
 
