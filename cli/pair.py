@@ -14,10 +14,11 @@ from pathlib import Path
 import click
 
 from stabkit.config.presets import preset_reading, preset_values
-from stabkit.config.runconfig import RunConfig, read_mapping
+from stabkit.config.runconfig import RunConfig
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
 from stabkit.keyvalue import read_items
+from stabkit.store.mapping import read_mapping
 from stabkit_cli.help import Choice, Sectioned
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"

@@ -15,6 +15,7 @@ from stabkit.atlas.suites import POLICY, Suite, suite_spec_dict
 from stabkit.atlas.tuning import Tune, choose, shared_values
 from stabkit.atlas.views import TUNED_COLUMNS, equal_view, grid_view, tuned_view
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
+from stabkit.store.outdir import FIGURES
 
 TUNED_POLICY = ("Tuned view (first): every algorithm runs at every point of its grid on the suite's first seed "
                 "(no top-up there); per algorithm and task the point with the best validation score at T is "
@@ -41,7 +42,7 @@ def tuned_page(grid: pd.DataFrame, meta: dict, suite: Suite, grid_jobs: list, ou
     atomic_write_json(out / "extensions.json", {**counts, "edges": [
         {"task": t, "algo": a, "key": e.key, "side": e.side, "chosen": e.chosen, "stop": e.stop, "at": e.at,
          "steps": e.steps} for (t, a), es in edges.items() for e in es]})
-    figure = draw_stability_accuracy(every, tune, chosen, out / "figures", titles)
+    figure = draw_stability_accuracy(every, tune, chosen, out / FIGURES, titles)
     if len(equal):
         atomic_write_text(out / "summary_equal.md", wide_markdown(equal, titles))
     values = sorted({p[tune.key] for p in shared.values() if p[tune.key] is not None})

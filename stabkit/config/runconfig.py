@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Union
 
 from stabkit.algorithms.flower import is_flower
@@ -20,7 +19,7 @@ from stabkit.algorithms.wrap import WRAP_HELP, parse_wrap
 from stabkit.config.fields import check_field_types, option
 from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions
 from stabkit.errors import ConfigError, require
-from stabkit.store.mapping import read_mapping
+from stabkit.store.rundir import VERSION_KEY, RunDir
 from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
@@ -38,11 +37,11 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 # ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``allocator``: the line saying
 # which allocator the process used, ``heap_keep_mb`` (``cpu_cache_mb`` in runs before it was renamed): the freed memory it kept for reuse, 0 where none
 # (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label; ``placement``: where a sweep
-# job ran (stabkit.sweep.placement).
+# job ran (stabkit.sweep.placement); ``format_version``: the run directory's layout (stabkit.store.rundir).
 # Fields a run chooses itself when they are left open (None) and then records in config.json with the value used.
 CHOSEN_BY_RUN = ("eval_every", "eval_fraction")
 RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label",
-             "placement")
+             "placement", VERSION_KEY)
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
@@ -263,10 +262,7 @@ def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
     """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
     (``checkpoint_every``, ``save_models``) applied. Reads no tensor: ``stabkit pair --resume`` refuses a
     bad directory or option before torch is imported."""
-    path = Path(out) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
-    cfg = RunConfig.from_dict(read_mapping(path, "resume", "run's config.json"))
+    cfg = RunConfig.from_dict(RunDir(out, "resume").config)
     return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
 
 

@@ -7,7 +7,6 @@ recomputes both for another delta from this file's schedule and the metrics.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -16,10 +15,9 @@ import numpy as np
 from stabkit.algorithms.dp import find_dp
 from stabkit.extras import require_extra
 from stabkit.privacy.accountant import Schedule, epsilons
-from stabkit.store.atomic import atomic_write_json
+from stabkit.store.rundir import RunDir
 
 DEFAULT_DELTA = 1e-5
-FILE = "privacy.json"
 
 
 def run_schedule(algo, clients: int, sampled: int, rounds: int) -> Optional[Schedule]:
@@ -54,10 +52,9 @@ def privacy_record(schedule: Schedule, df, delta: float, dp_noise: str) -> dict:
 
 def summary_line(out: Path) -> Optional[str]:
     """One line of a DP run's epsilons at the default delta for ``stabkit pair``'s summary (None without DP)."""
-    path = Path(out) / FILE
-    if not path.is_file():
+    r = RunDir(out).privacy
+    if r is None:
         return None
-    r = json.loads(path.read_text())
     acc, measured = r["epsilon_accountant"], r["epsilon_measured"]
     if acc is None:  # written as null: infinite
         return f"privacy: this run adds no noise: epsilon = infinity (delta {r['delta']:g})"
@@ -68,8 +65,8 @@ def summary_line(out: Path) -> Optional[str]:
 def write_privacy(out: Path, schedule: Optional[Schedule], df, dp_noise: str) -> None:
     """Write ``out/privacy.json`` for a DP run (nothing for a run without DP)."""
     if schedule is not None:
-        atomic_write_json(Path(out) / FILE, privacy_record(schedule, df, DEFAULT_DELTA, dp_noise))
+        RunDir(out).write_privacy(privacy_record(schedule, df, DEFAULT_DELTA, dp_noise))
 
 
-__all__ = ["DEFAULT_DELTA", "FILE", "measured_epsilons", "privacy_record", "run_schedule", "summary_line",
+__all__ = ["DEFAULT_DELTA", "measured_epsilons", "privacy_record", "run_schedule", "summary_line",
            "write_privacy"]

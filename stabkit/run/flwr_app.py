@@ -51,7 +51,7 @@ from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
-from stabkit.store.atomic import atomic_write_csv, atomic_write_json
+from stabkit.store.rundir import RunDir
 from stabkit.store.runstore import prepare_run_dir
 
 KEYS = ("client_app", "strategy", "arrays", "partitions")
@@ -256,8 +256,8 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
     start = time.perf_counter()
     with threads_for(0.0):  # the app trains one client's minibatches at a time in Python: small ops, one thread
         diverged = run.step(0)
-        out = prepare_run_dir(Path(out), overwrite)
-        atomic_write_json(out / "config.json", app_config(spec, run))
+        rundir = RunDir(prepare_run_dir(Path(out), overwrite))
+        rundir.write_config(app_config(spec, run))
         status, done, failed = ("diverged", 0, None) if diverged else ("completed", 1, None)
         try:
             if progress is not None and not diverged:
@@ -274,7 +274,7 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
             status, failed = "failed", str(e)
         finally:
             kept = [r for r in run.rows if r["round"] <= done]
-            atomic_write_csv(out / "metrics.csv", pd.DataFrame(kept, columns=ROW_COLUMNS))
+            rundir.write_metrics(pd.DataFrame(kept, columns=ROW_COLUMNS))
     wall = time.perf_counter() - start
     final = [r["disc"] for r in kept if r["round"] == done]
     summary = {"status": status, "rounds_done": done, "diverged_round": done + 1 if status == "diverged" else None,
@@ -283,7 +283,7 @@ def run_app(spec: str, cfg, out, overwrite: bool = False, progress=None) -> dict
                "skipped_rounds": int(sum(r["skipped"] for r in kept)),
                **({"diverged_reason": diverged} if status == "diverged" else {}),
                **({"failed_reason": failed} if failed else {})}
-    atomic_write_json(out / "summary.json", summary)
+    rundir.write_summary(summary)
     return summary
 
 

@@ -22,7 +22,6 @@ import torch
 
 from stabkit import __version__
 from stabkit.algorithms import resolve_hp
-from stabkit.config.runconfig import read_mapping
 from stabkit.engine import alloc
 from stabkit.engine.contract import PluginFailed
 from stabkit.engine.determinism import deterministic
@@ -34,7 +33,8 @@ from stabkit.privacy.runfile import write_privacy
 from stabkit.run.constants import run_constants
 from stabkit.run.roundlog import OVERFLOW
 from stabkit.run.writer import RunWriter
-from stabkit.store.runstore import FIGURES_DIR, load_run
+from stabkit.store.rundir import RunDir
+from stabkit.store.runstore import load_run
 
 # Between checkpoints the logged rows are appended to the logs (and fsynced) every FLUSH_EVERY rounds once
 # FLUSH_SECONDS have passed since the last flush: a round of W1 (~9 ms) would otherwise spend ~0.9 ms on
@@ -77,8 +77,8 @@ class RunRecorder:
         run.times.update(ck["times"])
         if run.sharpness is not None:
             run.sharpness.resume(self.out, t)
-        label = read_mapping(self.out / "config.json", "resume", "run's config.json").get("label")  # before any change
-        (self.out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
+        label = RunDir(self.out, "resume").config.get("label")  # before any change
+        RunDir(self.out).unfinish()  # running again: the run is not finished until it ends
         self._open(label)
         rec = RoundRecord(**ck["record"])
         with deterministic():  # every logged number
@@ -179,7 +179,7 @@ class RunRecorder:
     def _stale_figures(self, t: int) -> None:
         """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
         ``t`` rounds no longer show it, and are removed (saying so) rather than left beside the new data."""
-        figures = self.out / FIGURES_DIR
+        figures = RunDir(self.out).file(RunDir.FIGURES)
         if figures.is_dir():
             shutil.rmtree(figures)
             print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "

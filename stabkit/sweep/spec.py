@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stabkit.algorithms import build_algorithm
-from stabkit.config.runconfig import RunConfig, read_mapping
+from stabkit.config.runconfig import RunConfig
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError, require
+from stabkit.store.mapping import read_mapping
 
 SPEC_KEYS = ("name", "base", "product", "zip")
 MAX_JOBS = 20_000  # jobs in one sweep at most (SweepSpec.jobs)
