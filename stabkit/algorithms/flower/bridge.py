@@ -39,9 +39,9 @@ from typing import ClassVar
 
 import numpy as np
 
+import stabkit.algorithms.flower.inprocess as fl
+import stabkit.algorithms.flower.legacy as legacy
 from stabkit.algorithms.base import Algorithm
-from stabkit.algorithms.flower import inprocess as fl
-from stabkit.algorithms.flower import legacy
 from stabkit.algorithms.flower.params import SAMPLING, params_class
 from stabkit.algorithms.flower.strategies import PREFIX, is_legacy, strategy_class
 from stabkit.algorithms.rules import descend
