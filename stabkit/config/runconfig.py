@@ -134,7 +134,7 @@ class RunConfig:
                               "RUN/models/: " + SAVE_SPEC_HELP)
 
     def __post_init__(self):
-        """The checks, in this order: types, the named choices, counts, rates, then rounds and sizes."""
+        """The checks, in this order: types, the named choices, counts, rates, rounds and sizes, then the algorithm's spec."""
         check_field_types(self)
         self._check_choices()
         self._check_counts()
