@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # so that the whole suite runs (a user needs none of the extras)
 BASE := $(VENV)/.stabkit-base
 FULL := $(VENV)/.stabkit-full
-EXTRAS ?= test,flower,privacy,tensorboard,docs,ray
+EXTRAS ?= test,flower,privacy,tensorboard,docs,ray,parquet
 # The index torch==2.13.0 comes from: empty is pip's default index, which serves the CPU build on the project's
 # machines but the CUDA build (GBs of nvidia-* wheels) on most other Linux machines; for the CPU-only build
 # there, `make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu`.

@@ -25,7 +25,7 @@ from stabkit.flatness.measure import measure
 from stabkit.flatness.objective import client_objective, training_objective
 from stabkit.flatness.settings import SharpnessSettings
 from stabkit.store.rundir import RunDir
-from stabkit.store.saved_models import TRAJ
+from stabkit.trajectories import TRAJ
 
 
 def objective_note(fraction: float) -> str:

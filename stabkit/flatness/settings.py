@@ -19,7 +19,8 @@ from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.memory import require_memory
 from stabkit.errors import require
 from stabkit.store.rundir import RunDir
-from stabkit.store.saved_models import TRAJ, saved_pairs, saved_rounds
+from stabkit.store.saved_models import saved_pairs, saved_rounds
+from stabkit.trajectories import TRAJ
 
 # Ceilings of the Monte-Carlo and ascent knobs: the standard errors shrink as 1/sqrt(n), so 10,000 probes or
 # directions put them at 1% of one sample's spread, and projected ascent has converged long before 1,000 steps;

@@ -12,7 +12,6 @@ from typing import Optional
 
 import numpy as np
 
-from stabkit.algorithms.dp import find_dp
 from stabkit.extras import require_extra
 from stabkit.privacy.accountant import Schedule, epsilons
 from stabkit.store.rundir import RunDir
@@ -23,11 +22,11 @@ DEFAULT_DELTA = 1e-5
 def run_schedule(algo, clients: int, sampled: int, rounds: int) -> Optional[Schedule]:
     """The schedule of a run of ``algo`` (None when it has no DP layer); the accounting library is required
     now, before anything is written, since the run reports epsilon."""
-    dp = find_dp(algo)
+    dp = algo.dp_params()
     if dp is None:
         return None
     require_extra("privacy")
-    return Schedule(rounds, clients, sampled, dp.p.clip, dp.p.noise_multiplier)
+    return Schedule(rounds, clients, sampled, dp.clip, dp.noise_multiplier)
 
 
 def measured_epsilons(schedule: Schedule, df, delta: float) -> list:

@@ -3,11 +3,10 @@ multiplier), for ``stabkit privacy`` to hold the run's ``privacy.json`` against
 (:func:`stabkit.privacy.report.checked_schedule`): the file is not taken on trust."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
-from stabkit.algorithms import build_algorithm
-from stabkit.algorithms.dp import find_dp
-from stabkit.algorithms.wrap import with_wrap
+from stabkit.algorithms import compose
 from stabkit.config.runconfig import RunConfig
 from stabkit.store.rundir import RunDir
 
@@ -20,8 +19,9 @@ def implied_schedule(run_dir) -> Optional[dict]:
         return None
     config = run.config
     cfg = RunConfig.from_dict(config)
-    dp = find_dp(with_wrap(build_algorithm(cfg.algo, config.get("hp_resolved", cfg.hp)), cfg.wrap))
+    spec = dataclasses.replace(cfg.algo_spec, hp=config.get("hp_resolved", cfg.algo_spec.hp))
+    dp = compose(spec).dp_params()
     if dp is None:
         return None
-    return {"clients": cfg.task_options.clients, "sampled": cfg.sampled_clients, "clip": dp.p.clip,
-            "noise_multiplier": dp.p.noise_multiplier}
+    return {"clients": cfg.task_options.clients, "sampled": cfg.sampled_clients, "clip": dp.clip,
+            "noise_multiplier": dp.noise_multiplier}

@@ -212,7 +212,8 @@ class RunRecorder:
 def run_facts(run) -> dict:
     """What config.json records about ``run`` beside its configuration: the resolved hyperparameters,
     versions, device, threads, allocator, parameter count and smallest client."""
-    return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "versions": versions(),
+    return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "algo_spec": run.cfg.algo_spec.to_dict(),
+            "versions": versions(),
             "device_used": str(run.device), "threads": run.threads, "allocator": alloc.policy(),
             "heap_keep_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
             "d": run.model.d, "n_min": int(run.data.n_np[: run.task.num_train_clients].min())}

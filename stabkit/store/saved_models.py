@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING, Callable
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_save
 from stabkit.store.rundir import RunDir
+from stabkit.trajectories import TRAJ
 
 if TYPE_CHECKING:  # annotations only: imported on use
     import torch
 
-# The trajectories' labels: a, the run on the original data, and b, its neighbour (model files, the metrics'
-# column suffixes, the sharpness tables' traj column).
-TRAJ = ("a", "b")
 _ROUND_DIR = re.compile(r"round_(\d+)$")
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 from stabkit.analysis.labels import value_text
 from stabkit.analysis.run_analysis import analyze
 from stabkit.errors import ConfigError, require
+from stabkit.extras import require_extra
 from stabkit.flatness.report import flatness_report
 from stabkit.flatness.runlog import final_sharpness
 from stabkit.plotting import STYLE, coincident, line_styles, plt, save, sns
@@ -50,6 +51,8 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     under ``missing`` the jobs that lack a part (job -> {part: reason}, e.g. a growth fit of a 2-round run).
     Every job with metrics is in every figure, whatever it lacks."""
     require(fmt in FORMATS, "format", fmt, f"one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        require_extra("parquet")  # before anything is read or written
     root = Path(root)
     man = read_manifest(root)
     with output_dir(Path(out) if out else root / "report") as out:  # a refusal below leaves no empty folder
@@ -130,10 +133,6 @@ def _excess_risk_T(a) -> float:
 
 def _write_table(df: pd.DataFrame, out: Path, fmt: str) -> Path:
     if fmt == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            require(False, "format", fmt, "parquet needs pyarrow installed (pip install pyarrow); use csv")
         path = out / f"{TABLE}.parquet"
         tmp = out / f".{TABLE}.parquet.tmp"
         df.to_parquet(tmp, index=False)

@@ -23,6 +23,7 @@ from stabkit.errors import ConfigError
 from stabkit.store.rundir import RunDir
 from stabkit.store.saved_models import model_path
 from stabkit.store.updates import updates_path
+from stabkit.trajectories import TRAJ
 from stabkit.unlearn.floor import check_floor_seeds, retrain_floor
 from stabkit.unlearn.methods import build_method
 
@@ -49,7 +50,7 @@ def check_unlearnable(run_dir, method_name: str, hp: Optional[dict] = None, floo
     if not model_path(run_dir, T, 0, "a").is_file() or not hashes:
         raise ConfigError(f"{where}: no saved final models (round {T}); rerun it with --save-models final")
     for r in range(cfg.pairs):
-        for traj in "ab":
+        for traj in TRAJ:
             path = model_path(run_dir, T, r, traj)
             key = f"{path.parent.name}/{path.name}"
             if not path.is_file():

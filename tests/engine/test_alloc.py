@@ -75,7 +75,7 @@ run = PairedRun(cfg, task=image_task(8, 8, (3, 32, 32)))
 eng = run.engine
 assert 2 * eng.s * eng.x.shape[-1] * 4 >= 32 << 20  # the round's client tensors are large blocks
 for t in range(3):
-    rec = eng.step(t)
+    rec = run.step()  # the round as a run steps it (the engine's own step is the loop's to call)
 print(eng.x.double().sum().item().hex(), eng.discrepancy()[0].item().hex(), rec.theta_max[0].item().hex())
 print(alloc.keeps_freed_blocks())
 """
