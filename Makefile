@@ -9,13 +9,13 @@ PY := $(VENV)/bin/python
 # so that the whole suite runs (a user needs none of the extras)
 BASE := $(VENV)/.stabkit-base
 FULL := $(VENV)/.stabkit-full
-EXTRAS ?= test,flower,privacy,tensorboard,docs,ray
+EXTRAS ?= test,flower,privacy,tensorboard,docs,ray,parquet
 # The index torch==2.13.0 comes from: empty is pip's default index, which serves the CPU build on the project's
 # machines but the CUDA build (GBs of nvidia-* wheels) on most other Linux machines; for the CPU-only build
 # there, `make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
 TORCH_INDEX ?=
 
-.PHONY: demo test figures clean recipes atlas docs
+.PHONY: demo test figures clean recipes atlas atlas-tuned docs
 
 $(BASE): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,3 +81,16 @@ atlas: $(BASE)
 	$(VENV)/bin/stabkit atlas --suite small --out $(ATLAS) --workers 2 $(ATLAS_ARGS)
 	mkdir -p figures/atlas
 	cp $(ATLAS)/figures/*.png $(ATLAS)/summary.md $(ATLAS)/cells.md $(ATLAS)/link.json figures/atlas/
+
+# The tuned small atlas (docs/atlas.md): the rate and the second hyperparameter tuned, edges extended; its
+# tables committed in figures/atlas/tuned/data and its figures drawn from them (a test redraws and compares them).
+TUNED := runs/atlas-tuned
+
+atlas-tuned: $(BASE)
+	$(VENV)/bin/stabkit atlas --suite small --tune lr,hp --out $(TUNED) --workers 2
+	mkdir -p figures/atlas/tuned/data
+	cp $(TUNED)/summary.md $(TUNED)/summary_equal.md $(TUNED)/cells.md figures/atlas/tuned/
+	cp $(TUNED)/grid.csv $(TUNED)/cells.csv $(TUNED)/atlas.json $(TUNED)/extensions.json figures/atlas/tuned/data/
+	$(PY) -c "from pathlib import Path; from stabkit.atlas.tunedpage import redraw; \
+	  redraw(Path('figures/atlas/tuned/data'), Path('figures/atlas/tuned'))"
+	rm -f figures/atlas/tuned/*.pdf

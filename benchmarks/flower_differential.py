@@ -2,7 +2,7 @@
 against, for docs/flower.md's table: stabkit's own method on the same run (FedAvg, FedProx, FedAvgM: 5 rounds),
 Flower's FedOpt forms computed by hand from the round's client models (FedAdam, FedYogi, FedAdagrad: 3 rounds),
 and the aggregation rules computed by hand (robust aggregators, DP wrappers at noise 0: round 1). The
-references are the test suite's (tests/flower/test_flower.py); this script only reports the numbers the tests bound.
+references are the test suite's (tests/algorithms/flower/test_flower.py); this script only reports the numbers the tests bound.
 Each difference is max |x_flower - x_reference| / max |x_reference| over rounds, pairs and trajectories, in
 float32 and float64. Usage (from the repository root):
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stabkit import RunConfig  # noqa: E402
 from stabkit.algorithms.flower.bridge import FlowerStrategy  # noqa: E402
 from stabkit.run.experiment import PairedRun  # noqa: E402
-from tests.flower.test_flower import REFERENCES, SMALL, _fedopt_by_hand  # noqa: E402
+from tests.algorithms.flower.test_flower import REFERENCES, SMALL, _fedopt_by_hand  # noqa: E402
 
 NATIVE = {"FedAvg": ({}, "fedavg", {}, {}), "FedProx": ({"proximal_mu": 0.3}, "fedprox", {"lam": 0.3}, {}),
           "FedAvgM": ({"server_momentum": 0.9, "server_learning_rate": 0.5}, "fedavgm", {"beta": 0.9},

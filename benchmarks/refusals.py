@@ -5,7 +5,7 @@ A case is *clean* when the process exits with status 2 and prints exactly one li
 case's expected text, and nothing else on stderr. Each case also records whether torch was imported by the time
 it was refused (``torch``). Reports the number of cases, the number clean, the median, 90th percentile and
 slowest wall time, overall, per table and over the cases refused before torch. The tables are the suite's
-bad-input tables (tests/cli/test_bad_inputs.py, the Flower bridge's and Flower apps' tables in tests/flower).
+bad-input tables (tests/cli/test_bad_inputs.py, the Flower bridge's and Flower apps' tables in tests/algorithms/flower).
 Usage:
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/refusals.py
@@ -46,7 +46,7 @@ def cases(names: list, every: int) -> list:
         rows = {"pair": tables.PAIR, "sweep": tables.SWEEP, "other": tables.OTHER, "outputs": tables.OUTPUTS,
                 "tensorboard": tables.TENSORBOARD, "flatness": tables.FLATNESS}.get(name)
         if name in ("flower", "app"):
-            from tests.flower import test_flower_app, test_flower_bad_inputs
+            from tests.algorithms.flower import test_flower_app, test_flower_bad_inputs
             rows = test_flower_bad_inputs.FLOWER if name == "flower" else test_flower_app.APP
         for args, needle in rows[::every]:
             if name == "pair":

@@ -35,11 +35,15 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, GPUS_PLAN_HELP, SHIP_HELP, P
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
-@click.option("--tune", default=None, metavar="KEY=V1,V2,...",
-              help="tune KEY (lr, global_lr or hp.NAME) per algorithm and task over the grid: the value with the "
+@click.option("--tune", default=None, metavar="KEY=V1,V2,...[,NAME=...]",
+              help="tune KEY (lr, global_lr or hp.NAME) per algorithm and task over the grid: the point with the "
                    "best validation accuracy at T (validation split of the training clients; regression: loss), "
-                   "ties to the smaller; the page shows the tuned view first and the equal-rate view second. KEY "
-                   "alone: the suite's default grid (small: lr 0.0125-0.2)")
+                   "ties to the smaller; a choice on the grid's edge is extended beyond it (the grid's ratio, at "
+                   "most 4 values per side) until interior; the page shows the tuned view first and the equal-rate "
+                   "view second. KEY alone: the suite's default grid (small: lr 0.0125-0.2). Further axes, tuned "
+                   "jointly (a product): NAME=V1,V2 (every algorithm with hyperparameter NAME), ALGO.NAME=V1,V2 (one "
+                   "algorithm), hp (momentum of FedAvgM, FedACG, FedSAGD, FedCM, MimeLite; mu of FedProx, FedDyn), "
+                   "e.g. --tune lr,hp")
 @click.option("--data-dir", default=None, help="paper suite: folder with the data sets' files")
 @click.option("--executor", type=Choice(EXECUTORS), default="local", show_default=True, help="local or ray")
 @click.option("--workers", default=None, type=int,

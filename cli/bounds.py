@@ -119,10 +119,10 @@ def bounds(runs, plot, out, log, fmt, bootstrap):
     from stabkit.analysis.run_analysis import analyze
     from stabkit.store.atomic import strict_json
     from stabkit.store.outdir import check_writable, output_dir
-    from stabkit.store.runstore import FIGURES_DIR
+    from stabkit.store.rundir import RunDir
 
     runs, labels = zip(*(_run_and_label(r) for r in runs))
-    target = Path(out) if out else (Path(runs[0]) / FIGURES_DIR if len(runs) == 1 else Path("bounds-figures"))
+    target = Path(out) if out else (RunDir(runs[0]).file(RunDir.FIGURES) if len(runs) == 1 else Path("bounds-figures"))
     if plot:
         check_writable(target)  # an unwritable figure directory fails before the analysis, not after it
     # a refused analysis leaves no empty --out behind

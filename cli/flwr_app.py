@@ -54,9 +54,9 @@ def resume_flower_app(out, explicit: set, params: dict, other_options, quiet: bo
         name = given[0].replace("_", "-") if given else "config/--preset/--hp/--out/--overwrite/--label"
         raise ConfigError(f"invalid option --{name} with --resume of a Flower app run: it keeps its settings; only "
                           "--rounds may be given")
-    from stabkit.store.mapping import read_mapping
+    from stabkit.store.rundir import RunDir
 
-    config = read_mapping(Path(out) / "config.json", "resume", "run's config.json")
+    config = RunDir(out, "resume").config
     rounds = params["rounds"] if "rounds" in explicit else config["rounds"]
     events = _events(tensorboard, Path(out))
     from stabkit.run.flwr_files import resume_app

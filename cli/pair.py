@@ -14,10 +14,11 @@ from pathlib import Path
 import click
 
 from stabkit.config.presets import preset_reading, preset_values
-from stabkit.config.runconfig import RunConfig, read_mapping
+from stabkit.config.runconfig import RunConfig
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError
 from stabkit.keyvalue import read_items
+from stabkit.store.mapping import read_mapping
 from stabkit_cli.help import Choice, Sectioned
 
 ROUND_LISTS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in (tuple, "tuple"))  # "0,50"
@@ -190,10 +191,10 @@ def pair(ctx, hp_items, config_path, preset, resume_dir, estimate, **params):
 def _checked_resume(resume_dir, explicit: set, params: dict, other_options) -> tuple:
     """``(config, run directory, checkpoint)`` of the run in ``resume_dir`` to continue, its checkpoint read and
     checked before the run is built (an edited experiment is refused here)."""
-    from stabkit.algorithms import resolve_hp
+    from stabkit.algorithms import compose
 
     cfg = _resumed_config(resume_dir, explicit, params, other_options)
-    resolve_hp(cfg.algo, cfg.hp)
+    compose(cfg.algo_spec)
     from stabkit.run.resume_check import read_checkpoint  # torch: only once the options and the run's files pass
 
     return cfg, Path(resume_dir), read_checkpoint(Path(resume_dir), cfg)
@@ -202,14 +203,14 @@ def _checked_resume(resume_dir, explicit: set, params: dict, other_options) -> t
 def _checked_new_run(cfg, out, overwrite: bool):
     """The new run's directory (None: the default one), after everything the configuration alone decides is
     checked: hyperparameters, a Flower strategy's constructor, the output folder, a generated task's memory."""
-    from stabkit.algorithms import resolve_hp
+    from stabkit.algorithms import compose
     from stabkit.algorithms.flower import check_strategy
     from stabkit.engine.memory import require_generated_memory
     from stabkit.store.runstore import require_out
 
     require_out(out)
-    resolve_hp(cfg.algo, cfg.hp)
-    check_strategy(cfg.algo, cfg.hp, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
+    compose(cfg.algo_spec)  # the algorithm, its hyperparameters and wrappers
+    check_strategy(cfg.algo_spec, cfg.sampled_clients)  # a Flower strategy's constructor, before torch
     out_dir = _checked_out_dir(out, overwrite, cfg.save_models)
     require_generated_memory(cfg.task, cfg.task_options)  # a generated task too large: as the run refuses it
     return out_dir

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from stabkit.store.runstore import FIGURES_DIR
+from stabkit.store.rundir import RunDir
 from stabkit_cli.help import Choice
 
 FORMATS = ("table", "json")
@@ -26,16 +26,16 @@ def privacy(run, delta, audit_dir, fmt, plot):
     Example (a DP run and an audit of its schedule, as in docs/privacy.md):
       stabkit privacy run --audit audit --plot
     """
-    from pathlib import Path
 
     from stabkit.privacy.report import plot_sandwich, privacy_report, report_text
     from stabkit.run.privacy_facts import implied_schedule
     from stabkit.store.atomic import strict_json
 
+    run = RunDir(run)  # one reading of the run's files for the schedule, the report and the figure
     report = privacy_report(run, delta, audit_dir, implied=implied_schedule(run))
     click.echo(strict_json(report, indent=2) if fmt == "json" else report_text(report))
     if plot:
-        paths = plot_sandwich(report, Path(run) / FIGURES_DIR)
+        paths = plot_sandwich(report, run.file(RunDir.FIGURES))
         click.echo(f"figure: {paths[0]}", err=fmt == "json")
 
 

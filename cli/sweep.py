@@ -11,31 +11,18 @@ import time
 from pathlib import Path
 
 import click
-import yaml
 
 from stabkit.algorithms.variant import split_names
 from stabkit.errors import ConfigError, require
-from stabkit.keyvalue import read_items, scalar
+from stabkit.keyvalue import read_items, value
 from stabkit.sweep import EXECUTORS
 from stabkit_cli.help import Choice
 
 
 def _pairs(items, what):
-    """``--set`` / ``--axis`` items as ``{key: text}`` (each key once; the texts are read by :func:`_value`)."""
-    return read_items(items, what, " ".join(items), value=str)
-
-
-def _value(text: str):
-    """A shorthand value: a number or none/null read as ``--hp`` and variants read it (the one scalar reader,
-    ``stabkit.keyvalue.scalar``: ``1e-3`` is a number, which YAML 1.1 would read as text), else YAML: true, [0, 20], or a plain
-    string."""
-    number = scalar(text)
-    if not isinstance(number, str):
-        return number
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    """``--set`` / ``--axis`` items as ``{key: text}`` (each key once; the texts are read by
+    :func:`stabkit.keyvalue.value`, as ``--hp``'s are: ``true`` is a bool, ``[0, 20]`` a list, ``1e-3`` a number)."""
+    return read_items(items, what, " ".join(items), read=str)
 
 
 # Keys whose documented value ``none`` is a word, not "no value": ``--set save_models=none`` means what
@@ -44,7 +31,7 @@ NONE_IS_A_WORD = ("save_models",)
 
 
 def _shorthand(sets, axes) -> dict:
-    read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else _value(v)  # noqa: E731
+    read = lambda k, v: v.strip() if k in NONE_IS_A_WORD and v.strip().lower() == "none" else value(v)  # noqa: E731
     sets, axes = _pairs(sets, "set"), _pairs(axes, "axis")
     both = next((k for k in sets if k in axes), None)
     if both is not None:

@@ -19,6 +19,7 @@ EXTRAS = {
     "tensorboard": ("tensorboard", "TensorBoard logging"),
     "docs": ("mkdocs", "building the documentation site"),
     "ray": ("ray", "sweeps and atlases on a Ray cluster (--executor ray)"),
+    "parquet": ("pyarrow", "parquet tables (stabkit report --table-format parquet)"),
 }
 
 

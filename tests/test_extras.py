@@ -21,3 +21,15 @@ def test_a_missing_extra_is_one_line_naming_its_install_command(extra, monkeypat
 @pytest.mark.parametrize("extra", sorted(EXTRAS))
 def test_an_installed_extra_gives_its_module(extra):
     assert require_extra(extra).__name__ == EXTRAS[extra][0]
+
+
+def test_a_parquet_report_without_pyarrow_is_refused_first(tmp_path, capsys, monkeypatch):
+    """pyarrow is an extra like the others: its refusal is the table's line, before the sweep is read."""
+    from tests.helpers import cli
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    code, out, err = cli(["report", str(tmp_path / "sweep"), "--table-format", "parquet"], capsys)
+    assert (code, out) == (2, "")
+    assert err.strip() == ("error: parquet tables (stabkit report --table-format parquet) need the optional package "
+                           "'pyarrow', which is not installed: pip install -e \".[parquet]\" (in the stabkit checkout)")
+    assert list(tmp_path.iterdir()) == []

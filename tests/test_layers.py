@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top: a room imports only rooms listed before it (and itself).
 LAYERS = [
-    ("stabkit", "stabkit.lazy", "stabkit.errors", "stabkit.extras", "stabkit.keyvalue"),  # the root: version, lazy
-    # exports, errors, extras, the KEY=VALUE reader
+    ("stabkit", "stabkit.lazy", "stabkit.errors", "stabkit.extras", "stabkit.keyvalue", "stabkit.trajectories"),
+    # the root: version, lazy exports, errors, extras, the KEY=VALUE reader, the trajectories' names
     ("stabkit.plugins",),
     ("stabkit.store",),  # file formats of a run directory
     ("stabkit.plotting",),  # the Agg backend, style, colours and saving of every figure (with its sidecar)

@@ -3,9 +3,10 @@
 Every module defines its algorithm as an :class:`Algorithm` subclass with a ``name``; ``ALGORITHMS``
 maps the built-in names to classes (FedAvg first, then alphabetical). ``algorithm_class`` also resolves
 plug-ins (``stabkit.plugins``): an import path ``package.module:Class`` or an entry point of the group
-``stabkit.algorithms``; ``available_algorithms`` lists built-in and installed ones. ``build_algorithm``
-validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters a run records
-(``config.json``'s ``hp_resolved``, which is what the bounds read).
+``stabkit.algorithms``; ``available_algorithms`` lists built-in and installed ones. ``compose`` builds the
+algorithm an :class:`~stabkit.algorithms.spec.AlgoSpec` describes (its base, then its wrappers in their order),
+``build_algorithm`` validates a name and its hyperparameters, and ``resolve_hp`` gives the full hyperparameters
+a run records (``config.json``'s ``hp_resolved``, which is what the bounds read).
 
 Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hooks and state declarations):
 
@@ -24,6 +25,7 @@ Exported for writing an algorithm (``stabkit.algorithms.base`` documents the hoo
 import dataclasses
 import importlib
 import pkgutil
+from typing import Callable, Optional
 
 from stabkit import plugins
 from stabkit.algorithms.base import Algorithm, Given, HParams, RoundContext, Step, Wrapper, choice, hp
@@ -41,7 +43,8 @@ from stabkit.algorithms.rules import (
 )
 from stabkit.algorithms.sam import SAM, SAMParams
 from stabkit.algorithms.server_opt import ServerOpt, Transform
-from stabkit.algorithms.variant import merged_hp, split_variant
+from stabkit.algorithms.spec import AlgoSpec
+from stabkit.algorithms.wrap import WRAPPERS
 from stabkit.errors import ConfigError
 
 
@@ -63,11 +66,13 @@ def algorithm_class(name: str) -> type:
     """The :class:`Algorithm` subclass ``name`` names: built-in, a Flower strategy (``flwr:...``), installed
     entry point, or import path; a variant (``NAME[KEY=VALUE,...]``, :mod:`stabkit.algorithms.variant`) names
     its base's class, its fixed values checked against that class's hyperparameters."""
-    base, fixed = split_variant(name)
-    if fixed:
-        cls = algorithm_class(base)
-        cls.from_hp(fixed) if base in ALGORITHMS else plugins.call("algo", base, cls.from_hp, fixed)
-        return cls
+    spec = AlgoSpec.parse(name)
+    if spec.hp:
+        compose(spec)
+    return _base_class(spec.base)
+
+
+def _base_class(name: str) -> type:
     if name in ALGORITHMS:
         return ALGORITHMS[name]
     if is_flower(name):
@@ -93,18 +98,32 @@ def available_algorithms() -> dict:
     return found
 
 
+def compose(spec: AlgoSpec, guard: Optional[Callable] = None) -> Algorithm:
+    """The algorithm ``spec`` describes: its base built from its hyperparameters (a variant's fixed values
+    and the given ones; defaults for the rest), then each of its wrappers around it, in the spec's order
+    (:data:`~stabkit.algorithms.wrap.WRAPPERS`'s, innermost first). ``guard`` (the engine's
+    :class:`~stabkit.engine.contract.CheckedAlgorithm`) goes around a plug-in's base before any wrapper, so that
+    what its hooks return is checked where the wrappers read it."""
+    cls = _base_class(spec.base)
+    if spec.base in ALGORITHMS:
+        algo = cls.from_hp(spec.hp)
+    else:
+        algo = plugins.call("algo", spec.base, cls.from_hp, spec.hp)  # a plug-in whose __init__ raises: one line
+        algo = guard(algo) if guard is not None else algo
+    for name, values in spec.wrappers:
+        wrapper = WRAPPERS[name]
+        algo = wrapper.around(algo, wrapper.params_cls(**values))
+    return algo
+
+
 def build_algorithm(name: str, hp: dict | None = None) -> Algorithm:
     """The algorithm ``name`` with hyperparameters ``hp`` (a variant's fixed values, then defaults, for the rest)."""
-    base, hp = merged_hp(name, hp)
-    cls = algorithm_class(base)
-    if base in ALGORITHMS:
-        return cls.from_hp(hp)
-    return plugins.call("algo", base, cls.from_hp, hp)  # a plug-in whose __init__ raises: one line
+    return compose(AlgoSpec.parse(name, hp))
 
 
 def is_builtin(name: str) -> bool:
     """Whether ``name`` is a built-in algorithm or a variant of one (plug-ins get their hooks checked)."""
-    return split_variant(name)[0] in ALGORITHMS
+    return AlgoSpec.parse(name).base in ALGORITHMS
 
 
 def resolve_hp(name: str, hp: dict | None = None) -> dict:
@@ -112,7 +131,7 @@ def resolve_hp(name: str, hp: dict | None = None) -> dict:
     return dataclasses.asdict(build_algorithm(name, hp).p)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "DP", "DPParams", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
+__all__ = ["ALGORITHMS", "AlgoSpec", "Algorithm", "DP", "DPParams", "Given", "HParams", "RIParams", "RelaxedInit", "RoundContext", "SAM",
            "SAMParams", "ServerOpt", "Step", "Transform", "Wrapper", "algorithm_class", "available_algorithms",
-           "build_algorithm", "choice", "is_builtin", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
+           "build_algorithm", "choice", "compose", "is_builtin", "client_delta", "descend", "full_gradient_at_x", "gradient_units", "hp",
            "lookahead_server", "on_clients", "resolve_hp", "server_step"]

@@ -234,6 +234,12 @@ class Algorithm:
         sensitivity of the uploads (a DP run's measured epsilon)."""
         return self.needs
 
+    def dp_params(self):
+        """The client-level DP layer's hyperparameters (``clip``, ``noise_multiplier``: what the privacy accountant
+        counts) of this algorithm or of an algorithm it wraps; None without one. Asked, like :meth:`requires`,
+        rather than looked for by class."""
+        return None
+
     def host_state(self):
         """State the algorithm keeps outside the engine's tensors (Python objects, e.g. Flower strategies),
         for the checkpoint; None when it keeps none. Raises a ConfigError when it cannot be saved."""
@@ -278,8 +284,17 @@ class Wrapper(Algorithm):
             self.title = f"{self.inner.title} + {self.tag_title}"
             self.reference = self.inner.reference
 
+    @classmethod
+    def around(cls, inner: Algorithm, params: HParams) -> "Wrapper":
+        """``cls`` with ``params`` around ``inner``, as a composition puts it (:func:`stabkit.algorithms.compose`);
+        a wrapper that cannot go around some algorithms refuses them here, in one line."""
+        return cls(inner, params)
+
     def requires(self) -> frozenset:
         return self.needs | self.inner.requires()
+
+    def dp_params(self):
+        return self.inner.dp_params()
 
     def make_inner(self) -> Algorithm:
         """The wrapped algorithm of a named wrapper when none is given: ``inner_cls()`` by default

@@ -19,9 +19,8 @@ is refused by name. noise_multiplier 0 clips without noise (epsilon is infinite)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
-from stabkit.algorithms.base import CLIENT_SENSITIVITIES, Algorithm, HParams, Wrapper, hp
+from stabkit.algorithms.base import CLIENT_SENSITIVITIES, HParams, Wrapper, hp
 from stabkit.algorithms.fedavg import FedAvg
 from stabkit.errors import ConfigError
 
@@ -49,9 +48,12 @@ class DP(Wrapper):
 
     def __init__(self, inner=None, params=None):
         super().__init__(inner, params)
-        if find_dp(self.inner) is not None:
+        if self.inner.dp_params() is not None:
             raise ConfigError(f"invalid wrap='dp' around {self.inner.name}: it already adds DP noise (one DP "
                               f"layer per run: its clip and noise are what the accountant counts)")
+
+    def dp_params(self) -> DPParams:
+        return self.p
 
     def noise_std(self, sampled: int) -> float:
         """The standard deviation z C / s of the noise on the mean upload of s clients."""
@@ -81,22 +83,4 @@ class DPFedAvg(DP):
     inner_cls = FedAvg
 
 
-def dp_before_ri(algo: Algorithm, ri_beta: float) -> Algorithm:
-    """``algo``, refused if it is a DP algorithm and relaxed initialisation would go around it: RI's
-    ``delta_from_init`` changes the uploads after they are clipped (``--wrap dp`` goes around RI instead)."""
-    if ri_beta and find_dp(algo) is not None:
-        raise ConfigError(f"invalid ri_beta={ri_beta!r} with algo {algo.name}: relaxed initialisation would act "
-                          f"on the clipped uploads; use the algorithm without DP and --wrap dp:... around it")
-    return algo
-
-
-def find_dp(algo: Algorithm) -> Optional[DP]:
-    """The DP layer of ``algo`` (itself or an algorithm it wraps), or None."""
-    while algo is not None:
-        if isinstance(algo, DP):
-            return algo
-        algo = getattr(algo, "inner", None)
-    return None
-
-
-__all__ = ["DP", "DPFedAvg", "DPParams", "clip_rows", "dp_before_ri", "find_dp"]
+__all__ = ["DP", "DPFedAvg", "DPParams", "clip_rows"]

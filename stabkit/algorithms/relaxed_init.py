@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stabkit.algorithms.base import Algorithm, HParams, Wrapper, choice, hp
+from stabkit.algorithms.base import HParams, Wrapper, choice, hp
 from stabkit.errors import ConfigError
 
 AGGREGATIONS = ("model_avg", "delta_from_init")
@@ -34,6 +34,19 @@ class RelaxedInit(Wrapper):
     client_state = ("ri_last",)
     tag, tag_title = "ri", "RI"
 
+    @classmethod
+    def around(cls, inner, params):
+        """Refused around an algorithm that clips its uploads (DP: RI's ``delta_from_init`` would change them
+        after they are clipped; the composition puts DP around RI instead, :data:`stabkit.algorithms.wrap.WRAPPERS`)
+        or already relaxes its start (FedInit takes beta as a hyperparameter)."""
+        if inner.dp_params() is not None:
+            raise ConfigError(f"invalid ri_beta={params.beta!r} with algo {inner.name}: relaxed initialisation would "
+                              f"act on the clipped uploads; use the algorithm without DP and --wrap dp:... around it")
+        if isinstance(inner, RelaxedInit):
+            raise ConfigError(f"invalid ri_beta={params.beta!r}: {inner.name} already uses relaxed initialisation; "
+                              f"set it with --hp beta=... instead")
+        return cls(inner, params)
+
     def init_state(self, x, num_rows):
         server, client = super().init_state(x, num_rows)
         client["ri_last"] = x[:, :, None, :].expand(-1, -1, num_rows, -1).clone()
@@ -50,15 +63,4 @@ class RelaxedInit(Wrapper):
         return uploads, {**new_client, "ri_last": y}
 
 
-def with_relaxed_init(algo: Algorithm, beta: float, aggregation: str) -> Algorithm:
-    """``algo`` wrapped with RI (``beta != 0``), or unchanged. An algorithm that already is RI (FedInit)
-    takes its beta as a hyperparameter instead."""
-    if not beta:
-        return algo
-    if isinstance(algo, RelaxedInit):
-        raise ConfigError(f"invalid ri_beta={beta!r}: {algo.name} already uses relaxed initialisation; "
-                          f"set it with --hp beta=... instead")
-    return RelaxedInit(algo, RIParams(beta, aggregation))
-
-
-__all__ = ["AGGREGATIONS", "RIParams", "RelaxedInit", "with_relaxed_init"]
+__all__ = ["AGGREGATIONS", "RIParams", "RelaxedInit"]

@@ -1,7 +1,8 @@
 """Hold a paired run against the papers: growth-law fits, instantiated bounds, tightness, Libra's excess risk.
 
-``analyze(run_dir)`` reads ``config.json``, ``constants.json``, ``metrics.csv`` and ``local.csv`` of a run
-written by ``stabkit pair`` and returns an :class:`Analysis`: the fitted growth laws of the discrepancy
+``analyze(run)`` reads ``config.json``, ``constants.json``, ``privacy.json``, ``metrics.csv`` and ``local.csv`` of
+a run written by ``stabkit pair`` (through its :class:`~stabkit.store.rundir.RunDir`, whose readings a caller that
+read the run already shares) and returns an :class:`Analysis`: the fitted growth laws of the discrepancy
 (and of the local discrepancy vs k), every bound registered for the run's algorithm instantiated with the
 run's schedule and estimated constants (with validity flags), the tightness bound/measured, and Libra's
 excess-risk dynamics (Corollary 1 on the measured s_t = E||x_t - x'_t||^2 and g_t = ||grad f(x_t)||^2)
@@ -25,8 +26,7 @@ from stabkit.analysis.excess_risk import fit_excess_risk, fitting_regime, minimu
 from stabkit.analysis.fits import MIN_POINTS, GrowthFit, TooFewPoints, fit_growth, fit_local, local_curves, tightness
 from stabkit.config.runconfig import REMOVALS, RunConfig
 from stabkit.errors import ConfigError
-from stabkit.privacy.runfile import FILE as PRIVACY_FILE
-from stabkit.store.runstore import load_run, read_json
+from stabkit.store.rundir import APP_KEY, FLOWER_APP, RunDir
 
 
 def _per_round(df: pd.DataFrame, column: str, how: str = "mean") -> np.ndarray:
@@ -62,8 +62,8 @@ def setting_from_run(df: pd.DataFrame, constants: dict) -> Setting:
     in), so the bounds use exactly the values the run used."""
     recorded = df.attrs["config"]
     T = int(df["round"].max())
-    if APP in recorded:  # a whole Flower app: its own training, only its discrepancy is measured
-        return Setting(algo=f"{APP}:{recorded[APP]}", hp={}, K=0, T=T, s=int(recorded["clients_per_round"]),
+    if APP_KEY in recorded:  # a whole Flower app: its own training, only its discrepancy is measured
+        return Setting(algo=f"{APP_KEY}:{recorded[APP_KEY]}", hp={}, K=0, T=T, s=int(recorded["clients_per_round"]),
                        M=int(recorded["partitions"]), n=1, b=1, lr=np.zeros(T),
                        measured={"disc": _per_round(df, "disc"), "disc_sq": _per_round(df, "disc_sq")})
     cfg = RunConfig.from_dict(recorded)
@@ -233,18 +233,18 @@ def _too_short(what: str, points: int, unit: str) -> str:
 REMOVAL_NOT_COVERED = "neighbours as in the printed proof (one client or sample replaced; removal is not covered)"
 
 
-def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
-    """Fits, bounds and Libra's excess risk for the run directory ``path``.
+def analyze(run, bootstrap: int = 200, label: str = "") -> Analysis:
+    """Fits, bounds and Libra's excess risk for the run ``run`` (a directory path or a RunDir).
 
     A curve too short to fit (a run of 1-2 rounds or diverged early, K + 1 <= 3 local points) leaves that
     fit out and names it in ``Analysis.missing``; everything else is still computed. ``label``: the legend
     label (default: config.json's ``label``, else the algorithm).
     """
-    path = Path(path)
-    df, constants = _finite_rounds(path)
+    run = RunDir.of(run)
+    df, constants = _finite_rounds(run)
     setting = setting_from_run(df, constants)
-    if (path / PRIVACY_FILE).is_file():  # a DP run: its schedule, for the DP => stability bound
-        setting.privacy = read_json(path / PRIVACY_FILE, "privacy")
+    if run.privacy is not None:  # a DP run: its schedule, for the DP => stability bound
+        setting.privacy = dict(run.privacy)
     rounds = np.arange(setting.T + 1)
     curves = df.pivot(index="pair", columns="round", values="disc").to_numpy(dtype=float)
     seed, missing, fit = df.attrs["config"]["seed"], {}, None
@@ -255,7 +255,7 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
     except TooFewPoints:
         missing["growth fit"] = _too_short(f"T = {setting.T}{why}", setting.T + 1, "rounds 0..T")
     bounds, libra = [], {}
-    if APP in df.attrs["config"]:
+    if run.kind == FLOWER_APP:
         missing["bounds"] = ("not computed: a Flower app trains its clients with its own code, and the papers' "
                              "bounds are stated for the local rule and constants of a stabkit run")
     elif setting.T >= 1:
@@ -265,27 +265,24 @@ def analyze(path, bootstrap: int = 200, label: str = "") -> Analysis:
                 b.conditions[REMOVAL_NOT_COVERED] = False
     else:
         missing["bounds"] = f"not computed: no round after round 0{why}"
-    local, local_fits = _local_fits(path, bootstrap, seed, missing)
-    return Analysis(path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
+    local, local_fits = _local_fits(run, bootstrap, seed, missing)
+    return Analysis(run.path, df, setting, fit, bounds, local_fits, local, libra, missing, label)
 
 
-APP = "flwr_app"  # the config.json key of a `stabkit pair --flwr-app` run
-
-
-def _finite_rounds(path: Path) -> tuple:
+def _finite_rounds(run: RunDir) -> tuple:
     """``(df, constants)``: the run's metrics up to its last round at which every pair is finite (and below
     the overflow threshold), and its constants.json ({} without one); one-line errors for what is missing."""
-    df = load_run(path)
+    path, df = run.path, run.metrics()
     if "config" not in df.attrs:
         raise ConfigError(f"invalid run={str(path)!r}: config.json is missing")
-    if "hp_resolved" not in df.attrs["config"] and APP not in df.attrs["config"]:
+    if "hp_resolved" not in df.attrs["config"] and APP_KEY not in df.attrs["config"]:
         raise ConfigError(f"invalid run={str(path)!r}: its config.json has no hp_resolved (written before runs "
                           f"recorded their resolved hyperparameters); rerun it with `stabkit pair --config "
-                          f"{path / 'config.json'} --out NEW_DIR`")
+                          f"{run.file(RunDir.CONFIG)} --out NEW_DIR`")
     if df.empty:
         raise ConfigError(f"invalid run={str(path)!r}: metrics.csv holds no round, only its header (the run "
                           f"stopped before round 0 was logged; rerun it)")
-    constants = read_json(path / "constants.json", "constants") if (path / "constants.json").is_file() else {}
+    constants = dict(run.constants or {})
     # rounds at which every pair is finite (a run stops at its first non-finite round)
     finite = df.groupby("round")["disc"].apply(lambda d: bool(np.isfinite(d).all()))
     last = int(finite.index[~finite.to_numpy()].min()) - 1 if not finite.all() else int(finite.index.max())
@@ -296,13 +293,12 @@ def _finite_rounds(path: Path) -> tuple:
     return df[df["round"] <= last], constants
 
 
-def _local_fits(path: Path, bootstrap: int, seed: int, missing: dict) -> tuple:
+def _local_fits(run: RunDir, bootstrap: int, seed: int, missing: dict) -> tuple:
     """``(local, {round: fit})``: local.csv and the growth fit of L1 over the local steps of each logged round
     (None, {} without local.csv); a round diverging inside is fitted on its finite steps; a round too short
     to fit is named in ``missing``."""
-    local, local_fits = None, {}
-    if (path / "local.csv").is_file():
-        local = pd.read_csv(path / "local.csv")
+    local, local_fits = run.local(), {}
+    if local is not None:
         for r in sorted(local["round"].unique()):
             k, lc = local_curves(local, column="l1_a", rounds=[r])
             bad = np.flatnonzero(~np.isfinite(lc).all(axis=0))  # a run diverging inside the round: its finite steps

@@ -22,7 +22,6 @@ non-seed swept values) on a task under a perturbation. Its replicate units are t
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import multiprocessing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +35,7 @@ from stabkit.analysis.run_analysis import analyze
 from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.names import setting_name
 from stabkit.errors import ConfigError
-from stabkit.privacy.runfile import FILE as PRIVACY_FILE
-from stabkit.store.runstore import load_run
+from stabkit.store.rundir import RunDir
 from stabkit.sweep.manifest import read_manifest
 
 REPLICATES = ("seed", "pairs")  # replication, not setting: a cell pools every pair of every seed
@@ -83,11 +81,12 @@ def read_jobs(root, workers: int = 1) -> list:
 
 
 def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
-    path = root / "jobs" / job_id
-    job = JobResult(job_id, dict(rec["params"]), {}, path, rec["state"], rec.get("error"))
-    if not (path / "metrics.csv").is_file():
+    """What the atlas takes from one job, its files read once (the analysis shares the job's RunDir)."""
+    run = RunDir(root / "jobs" / job_id)
+    job = JobResult(job_id, dict(rec["params"]), {}, run.path, rec["state"], rec.get("error"))
+    if not run.has(RunDir.METRICS):
         return job
-    df = load_run(path)
+    df = run.metrics()
     job.config = df.attrs.get("config", {})
     if df.empty:  # only the header: a job cut off before its first round was logged, or a damaged copy
         job.error = "empty: metrics.csv holds no round, only its header"
@@ -110,14 +109,12 @@ def _read_job(root: Path, job_id: str, rec: dict) -> JobResult:
     start = df[df["round"] == 0]
     if "train_loss_a" in start:
         job.initial_train_loss = float(start["train_loss_a"].mean())
-    if (path / PRIVACY_FILE).is_file():
-        job.privacy = json.loads((path / PRIVACY_FILE).read_text())
-    constants = path / "constants.json"
-    if constants.is_file():
-        job.G = float(json.loads(constants.read_text()).get("G") or np.nan)
+    job.privacy = dict(run.privacy or {})
+    if run.constants is not None:
+        job.G = float(run.constants.get("G") or np.nan)
     if last >= 1:
         try:
-            rows = analyze(path, bootstrap=0).bound_rows()
+            rows = analyze(run, bootstrap=0).bound_rows()
         except ConfigError:
             rows = []
         job.bounds = [(r["bound"], r["tightness_T"]) for r in rows

@@ -22,6 +22,7 @@ import pandas as pd
 
 from stabkit.config.runconfig import RunConfig
 from stabkit.run.evalbudget import evaluated_rounds
+from stabkit.store.rundir import RunDir
 
 CAL_ROUNDS, CAL_STEPS = 2, 2
 
@@ -31,17 +32,15 @@ def _reading_seconds(files: dict) -> float:
     calibration job's files (about as long as a 16-round job itself at CI size)."""
     import tempfile
     import time
-    from pathlib import Path
 
     from stabkit.analysis.run_analysis import analyze
-    from stabkit.store.runstore import load_run
 
     with tempfile.TemporaryDirectory(prefix="stabkit-calibration-") as tmp:
-        for name, data in files.items():
-            (Path(tmp) / name).write_bytes(data)
+        RunDir(tmp).write_files(files)
         start = time.perf_counter()
-        load_run(tmp)
-        analyze(tmp, bootstrap=0)
+        run = RunDir(tmp)  # as the atlas reads a job: once, its analysis sharing the reading
+        run.metrics()
+        analyze(run, bootstrap=0)
         return time.perf_counter() - start
 
 
@@ -81,7 +80,7 @@ def projected_seconds(jobs: list, workers: int = 1) -> dict:
 
 def _part(cfg: dict, cal: dict | None, seconds: float, train_s: float) -> dict:
     """What a GPU projection needs of one job: its seconds here (all, training, fixed) and its shape."""
-    written = json.loads(cal["files"].get("config.json", b"{}")) if cal else {}
+    written = json.loads(cal["files"].get(RunDir.CONFIG, b"{}")) if cal else {}
     run = RunConfig.from_dict(cfg)
     return {"compute_s": seconds, "train_s": train_s, "fixed_s": _fixed_seconds(cal) if cal else math.nan,
             "d": written.get("d"), "pairs": run.pairs, "clients": run.sampled_clients,
@@ -124,7 +123,7 @@ def _job_seconds(cfg: dict, cal: dict | None) -> float:
     """FedAvg's seconds for the job ``cfg``: training and evaluation scaled, and the fixed cost."""
     if cal is None:
         return float("nan")
-    metrics = pd.read_csv(io.BytesIO(cal["files"]["metrics.csv"]))
+    metrics = pd.read_csv(io.BytesIO(cal["files"][RunDir.METRICS]))
     evaluated = max(int(metrics.dropna(subset=["train_loss_a"])["round"].nunique()), 1)
     evals = cal["summary"]["time"]["eval_s"] / evaluated * evaluated_rounds(cfg["rounds"], cfg.get("eval_every") or 1)
     return _train_seconds(cfg, cal) + evals + _fixed_seconds(cal)

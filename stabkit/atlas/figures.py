@@ -164,32 +164,50 @@ def _png(paths: list) -> Path:
     return next(p for p in paths if p.suffix == ".png")
 
 
-def draw_stability_accuracy(grid: pd.DataFrame, key: str, chosen: dict, out: Path, titles: dict) -> Path:
-    """Per table: each algorithm's curve of D_T (± 95% CI, log axis) against test accuracy (test loss for
-    regression) across the grid's values, its ``ok`` points joined in increasing order of ``key``, the
-    chosen value ringed; the matched level (``level``, :mod:`stabkit.atlas.matched`) a dashed line."""
+GROUP = 8  # algorithms per panel of the stability-accuracy figure: eight colours that stay apart
+
+
+def draw_stability_accuracy(grid: pd.DataFrame, tune, chosen: dict, out: Path, titles: dict) -> Path:
+    """A row of panels per table, the algorithms split over the columns (at most :data:`GROUP` per panel, each
+    its own colour, marker and legend entry; FedAvg in every panel as the grey reference): each algorithm's
+    curve of D_T (± 95% CI, log axis) against test accuracy (test loss for regression) along the tuned key
+    (``tune.key``, at its chosen values of any further axis), the chosen point ringed; the matched level
+    (``level``, :mod:`stabkit.atlas.matched`) a dashed line."""
+    from stabkit.atlas.matched import on_line
+
     sns.set_theme(**STYLE)
+    key = tune.key
     names = list(dict.fromkeys(grid["name"]))
-    styles = dict(zip(names, line_styles(len(names))))
+    reference = grid.loc[grid["algo"] == "fedavg", "name"].iloc[0] if (grid["algo"] == "fedavg").any() else None
+    others = [n for n in names if n != reference]
+    groups = [others[i:i + GROUP] for i in range(0, len(others), GROUP)] or [[]]
     panels = _panels(grid)
-    fig, axes = _grid(len(panels), 2, size=(5.0, 3.8))
-    for ax, ((task, perturb), g) in zip(axes, panels):
+    fig, axes = plt.subplots(len(panels), len(groups), figsize=(5.2 * len(groups), 3.9 * len(panels)), squeeze=False)
+    for row, ((task, perturb), g) in zip(axes, panels):
         regression = g["test_acc"].isna().all() if "test_acc" in g else True
         x_col = "test_loss" if regression else "test_acc"
-        for name, points in g[g["status"] == "ok"].groupby("name", sort=False):
-            p = points.sort_values(f"param.{key}")
-            ax.errorbar(p[x_col], p["D_T"], xerr=p[f"{x_col}.hw"].fillna(0), yerr=p["D_T.hw"].fillna(0),
-                        ms=4, capsize=2, lw=1.1, **styles[name])
-            pick = p[[chosen.get((task, a)) == v for a, v in zip(p["algo"], p[f"param.{key}"])]]
-            ax.plot(pick[x_col], pick["D_T"], "o", ms=9, mfc="none", mec=styles[name].get("color", "k"), mew=1.3)
-        if "level" in g and np.isfinite(g["level"].iloc[0]):
-            level = g["level"].iloc[0]
-            ax.axvline(-level if regression else level, ls="--", color="0.4", lw=0.9)
-        ax.set_yscale("log")
-        ax.set(title=f"{titles.get(task, task)}, {perturb}", ylabel=r"$D_T$ (± 95% CI)",
-               xlabel="test loss (lower is better)" if regression else "test accuracy")
-    handles = [plt.Line2D([], [], lw=1.6, ms=4, **styles[n]) for n in names]
-    fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=8, handlelength=3,
-               title=f"one point per {key}; ringed: tuned;\ndashed: matched level", title_fontsize=7)
-    fig.tight_layout()
+        for ax, group in zip(row, groups):
+            styles = dict(zip(group, line_styles(len(group))))
+            if reference is not None:
+                styles[reference] = dict(color="0.45", ls=":", marker="o")
+            for name in ([reference] if reference else []) + group:
+                points = g[(g["name"] == name) & (g["status"] == "ok")]
+                if not len(points):
+                    continue
+                algo = points["algo"].iloc[0]
+                p = on_line(points, key, chosen.get((task, algo))).sort_values(f"param.{key}")
+                ax.errorbar(p[x_col], p["D_T"], xerr=p[f"{x_col}.hw"].fillna(0), yerr=p["D_T.hw"].fillna(0),
+                            ms=4, capsize=2, lw=1.1, label=name, **styles[name])
+                at = chosen.get((task, algo), {}).get(key)
+                pick = p[p[f"param.{key}"] == at]
+                ax.plot(pick[x_col], pick["D_T"], "o", ms=10, mfc="none", mec=styles[name]["color"], mew=1.4)
+            if "level" in g and np.isfinite(g["level"].iloc[0]):
+                ax.axvline(-g["level"].iloc[0] if regression else g["level"].iloc[0], ls="--", color="0.3", lw=0.9)
+            ax.set_yscale("log")
+            ax.set(title=f"{titles.get(task, task)}, {perturb}", ylabel=r"$D_T$ (± 95% CI)",
+                   xlabel="test loss (lower is better)" if regression else "test accuracy")
+            ax.legend(fontsize=6.5, loc="best", ncol=1)
+    fig.suptitle(f"One point per {key} (at each algorithm's chosen values of any other tuned hyperparameter); "
+                 f"ringed: tuned; dashed: matched level; dotted grey: FedAvg", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     return _png(save(fig, out, "stability_accuracy"))

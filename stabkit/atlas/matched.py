@@ -7,11 +7,13 @@ least one ``ok`` point; their best ``ok`` quality each), leaving out the low out
 fence Q1 - 1.5 IQR of the bests (with four or more learning algorithms). It is the highest level every other
 learning algorithm reaches somewhere on the grid; the outliers -- DP-FedAvg at strong noise, a method this
 task's grid hardly trains -- say "not reached" instead of dragging every comparison down to their accuracy.
-Along each algorithm's ``ok`` points in
-increasing order of the tuned value (smaller steps first, where D_T is smallest), D_T is interpolated
-linearly between the last point below the level and the first at or above it, its 95% half-width
-likewise. Where the smallest value of the grid already reaches the level, the algorithm may reach it at a
-still smaller value: its D_T there is an upper end, marked ``<=``. An algorithm with no ``ok`` point
+Along each algorithm's curve -- its points
+that did not diverge or fail (``ok`` or ``no learning``: a measured accuracy either way), at its chosen
+values of any further tuned axis -- in increasing order of the tuned value (smaller steps first, where D_T
+is smallest), D_T is interpolated linearly between the last point below the level and the first at or
+above it, its 95% half-width likewise. Where the smallest value tried already reaches the level, the
+algorithm may reach it at a still smaller value: its D_T there is an upper end, marked ``<=`` (the atlas
+extends such curves downward first, :mod:`stabkit.atlas.extend`). An algorithm with no ``ok`` point
 (no learning, diverged everywhere) has "not reached".
 """
 from __future__ import annotations
@@ -38,10 +40,18 @@ def matched_level(table: pd.DataFrame) -> float:
     return float(best.min())
 
 
+def curve(points: pd.DataFrame, key: str) -> pd.DataFrame:
+    """One algorithm's points with a measured accuracy (``ok`` or ``no learning``), in increasing ``key``."""
+    measured = points["status"].isin(["ok", "no learning"]) & quality(points).notna()
+    return points[measured].sort_values(f"param.{key}")
+
+
 def at_level(points: pd.DataFrame, key: str, level: float) -> dict:
     """D_T of one algorithm's cells ``points`` at quality ``level``: ``{"D": , "hw": , "upper": bool}``,
-    or ``{}`` where its ``ok`` points never reach it."""
-    ok = points[points["status"] == "ok"].sort_values(f"param.{key}")
+    or ``{}`` where its curve never reaches it (or it has no ``ok`` point)."""
+    if not (points["status"] == "ok").any():
+        return {}
+    ok = curve(points, key)
     q = quality(ok).to_numpy(float)
     d, hw = ok["D_T"].to_numpy(float), ok["D_T.hw"].fillna(0).to_numpy(float)
     reached = np.flatnonzero(q >= level) if math.isfinite(level) else []
@@ -55,18 +65,30 @@ def at_level(points: pd.DataFrame, key: str, level: float) -> dict:
             "upper": False}
 
 
-def matched_table(grid: pd.DataFrame, key: str) -> pd.DataFrame:
+def on_line(points: pd.DataFrame, key: str, point: dict | None) -> pd.DataFrame:
+    """The points at ``point``'s values of every key but ``key`` (its other tuned axes); all without one."""
+    for k, v in (point or {}).items():
+        if k != key:
+            points = points[points[f"param.{k}"] == v]
+    return points
+
+
+def matched_table(grid: pd.DataFrame, key: str, chosen: dict | None = None) -> pd.DataFrame:
     """One row per (task, perturb, algo) of the grid's cells: the table's ``level`` and ``D_T@level`` with
-    its half-width (``D_T@level.hw``), ``upper`` and the page's text (``matched``, "not reached")."""
+    its half-width (``D_T@level.hw``), ``upper``, the ``key`` values of its curve (``line``) and the page's
+    text (``matched``, "not reached"). ``chosen`` ((task, algo) -> point): each curve at its chosen values
+    of the other tuned axes."""
     rows = []
     for (task, perturb), table in grid.groupby(["task", "perturb"], sort=False):
         level = matched_level(table)
         for algo, points in table.groupby("algo", sort=False):
+            points = on_line(points, key, (chosen or {}).get((task, algo)))
             m = at_level(points, key, level)
             text = "not reached" if not m else (("≤ " if m["upper"] else "") + f"{m['D']:.3g} ± {m['hw']:.2g}")
             rows.append({"task": task, "perturb": perturb, "algo": algo, "level": level,
                          "D_T@level": m.get("D", math.nan), "D_T@level.hw": m.get("hw", math.nan),
-                         "upper": m.get("upper", False), "matched": text})
+                         "upper": m.get("upper", False), "matched": text,
+                         "line": tuple(curve(points, key)[f"param.{key}"])})
     return pd.DataFrame(rows)
 
 

@@ -21,6 +21,7 @@ from stabkit.atlas.figures import draw_curves, draw_frontier, draw_gap_scatter, 
 from stabkit.atlas.link import MIN_CELLS, corr_text, link_summary, pareto_front, stability_check
 from stabkit.atlas.matched import level_text
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
+from stabkit.store.outdir import FIGURES
 
 COLUMNS = [  # (key, label, help, left-aligned)
     ("rank", "rank", "by D_T among the cells that learn (1 = most stable)", False),
@@ -259,7 +260,7 @@ def write_page(cells: pd.DataFrame, root, out, title: str, description: str = ""
     out.mkdir(parents=True, exist_ok=True)
     link = link_summary(cells)
     cells = cells.assign(front=pareto_front(cells), theorem_holds=stability_check(cells)["holds"])
-    figs = out / "figures"
+    figs = out / FIGURES
     paths = {"curves": draw_curves(cells, figs, titles), "frontier": draw_frontier(cells, figs, titles),
              "gap": draw_gap_scatter(cells, figs, titles, link["all"])}
     has_dp = "epsilon" in cells and bool(np.isfinite(cells["epsilon"].astype(float)).any())

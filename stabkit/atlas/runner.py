@@ -17,17 +17,30 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from stabkit.atlas.aliases import fold_aliases
+from stabkit.atlas.extend import EXTEND, LIMIT, ROUNDS, extend_dir, extension_rows, pending_points
 from stabkit.atlas.floors import DEFAULT_FLOOR
 from stabkit.atlas.suites import Suite, get_suite, scaled, suite_spec_dict
 from stabkit.atlas.topup import PASSES, check_target, extra_units, seconds_per_pair, topup_dir, topup_spec
-from stabkit.atlas.tuning import Tune, at_chosen, check_algos, choose, grid_spec, parse_tune, tuned_spec
+from stabkit.atlas.tuning import (
+    Tune,
+    at_chosen,
+    bind,
+    choose,
+    grid_spec,
+    parse_tune,
+    point_text,
+    rows_spec,
+    spec_rows,
+    tuned_spec,
+)
 from stabkit.errors import ConfigError, require
 from stabkit.store.atomic import atomic_write_json
 from stabkit.store.outdir import check_writable
 
 ATLAS_FILE = "atlas.json"
 SWEEP = "sweep"
-TENSORBOARD_FOLDERS = (SWEEP, *(topup_dir(k) for k in range(1, PASSES + 1)))  # --tensorboard DIR/<these>/<job>
+TENSORBOARD_FOLDERS = (SWEEP, *(extend_dir(k) for k in range(1, ROUNDS + 1)),  # --tensorboard DIR/<these>/<job>
+                       *(topup_dir(k) for k in range(1, PASSES + 1)))
 # An atlas of all algorithms measures DP-FedAvg at three noise multipliers (its default z = 1 in the middle), so
 # its page can plot D_T against epsilon; --algos takes any variant (stabkit.algorithms.variant) for others
 DP_LEVELS = ("dp_fedavg[noise_multiplier=0.5]", "dp_fedavg", "dp_fedavg[noise_multiplier=2]")
@@ -140,7 +153,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     tune = parse_tune(req.tune, suite.name)
     names, folded = fold_aliases(resolve_algos(req.algos))
     if tune is not None:
-        check_algos(tune, names)
+        tune = bind(tune, names)
     check_writable(out)  # a read-only, unwritable or too long --out, refused before anything is computed
     check_out(out, suite)
     if suite.needs_data:
@@ -170,7 +183,9 @@ def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable, gpus_per_job: O
 
     suite, names = plan.suite, plan.names
     est = projected_seconds(plan.jobs, req.workers)
-    grid = f" x {len(plan.tune.grid)} values of {plan.tune.key} (first seed)" if plan.tune else ""
+    grid = (f" x {len(plan.tune.grid)} values of {plan.tune.key}" + "".join(
+        f" (x {len(a.grid)} of {a.key} for {', '.join(a.algos)})" for a in plan.tune.extra) + " (first seed)"
+        if plan.tune else "")
     seeds = 1 if plan.tune else len(suite.seeds)
     echo(f"atlas {suite.name}: {len(names)} algorithms x {len(suite.tasks)} tasks x {len(suite.perturbs)} "
          f"perturbations x {seeds} seeds{grid} = {len(plan.jobs)} jobs; projected {est['total_s'] / 60:.1f} min "
@@ -179,6 +194,13 @@ def _project(req: AtlasRequest, plan: AtlasPlan, echo: Callable, gpus_per_job: O
     if req.gpus:
         for line in projection_lines(est, req.gpus, gpus_per_job):
             echo(line)
+    if plan.tune:
+        rows = len(spec_rows(plan.spec_dict))  # one job per (task, perturbation, algorithm) and value beyond an edge
+        per_job = est["total_s"] / len(plan.jobs)
+        echo(f"then extensions where a choice sits on a grid's edge (one value beyond it per round, at most {LIMIT} "
+             f"per side and axis): each round at most {rows} jobs, {rows * per_job / 60:.1f} min; one edge side "
+             f"extended to the limit everywhere: {LIMIT * rows} jobs, {LIMIT * rows * per_job / 60:.1f} min (projected "
+             f"from the grid's mean job)")
     if plan.target is not None:
         at = " at the chosen values" if plan.tune else ""
         echo(f"then a top-up{at} to ±{plan.target:.0%} of D_T (its jobs and time are printed when the sweep has "
@@ -206,6 +228,8 @@ def run_atlas(req: AtlasRequest, out, executor, echo: Callable = print, progress
     jobs = None  # every sweep's jobs, read once (and analysed once) for the top-up and the page
     if plan.target is not None or plan.tune is not None:
         jobs = read_jobs(out / SWEEP, req.workers)
+        if plan.tune is not None:
+            manifests, jobs = _extend(req, plan, out, jobs, manifests, executor, echo, progress)
         main, select = _chosen(plan, jobs, echo)
         if plan.target is not None:
             manifests, jobs = _top_up(req, plan.target, out, main, jobs, manifests, executor, echo, progress, select)
@@ -221,16 +245,43 @@ def _chosen(plan: AtlasPlan, grid_jobs: list, echo: Callable) -> tuple:
     cell; tuned, the suite at the values the grid pass chose (printed) and the cells at those values."""
     if plan.tune is None:
         return plan.spec_dict, lambda cells: cells
+    from stabkit.atlas.extend import choice_edges
+
     tune, chosen = plan.tune, choose(grid_jobs, plan.tune)
-    edges = (min(tune.grid), max(tune.grid))
+    edges = choice_edges(grid_jobs, tune)
     for task in [t.name for t in plan.suite.tasks]:
-        picks = {a: v for (t, a), v in chosen.items() if t == task}
-        edge = sum(v in edges for v in picks.values())
-        echo(f"tuned {tune.key} on {task} (best validation score at T): " + ", ".join(
-            f"{a} {v:g}" for a, v in picks.items()) + (f" ({edge} of {len(picks)} on the grid's edge: a wider "
-                                                       f"grid may choose beyond it)" if edge else ""))
+        picks = {a: p for (t, a), p in chosen.items() if t == task}
+        stopped = sum(any(e.stop in ("limit", "range end", "pending") for e in edges[(task, a)]) for a in picks)
+        echo(f"tuned {'+'.join(tune.keys())} on {task} (best validation score at T): " + ", ".join(
+            f"{a} {point_text(p, tune.key)}" for a, p in picks.items()) + (
+            f" ({stopped} of {len(picks)} still on an edge: the limit or the range's end)" if stopped else ""))
     main = tuned_spec(plan.spec_dict, tune, chosen, plan.suite.seeds[:1])
-    return main, lambda cells: at_chosen(cells, tune.key, chosen)
+    return main, lambda cells: at_chosen(cells, chosen)
+
+
+def _extend(req: AtlasRequest, plan: AtlasPlan, out: Path, jobs: list, manifests: list, executor, echo: Callable,
+            progress) -> tuple:
+    """The extension rounds (:mod:`stabkit.atlas.extend`): while a choice sits on a grid's edge (or a curve
+    reaches its matched level at its smallest rate), one more resumable sweep of the values beyond;
+    ``(manifests, jobs)`` with every round's appended."""
+    from stabkit.atlas.cells import read_jobs
+    from stabkit.sweep import parse_spec, run_sweep
+
+    jobs = list(jobs)
+    for k in range(1, ROUNDS + 1):
+        pending = pending_points(jobs, atlas_cells(out, jobs, with_topup=False), plan.tune)
+        if not pending:
+            echo(f"extensions: every choice is interior or stopped ({k - 1} round(s))")
+            break
+        rows = extension_rows(plan.spec_dict, pending)
+        spec = parse_spec(rows_spec(f"{plan.spec_dict['name']}-{extend_dir(k)}", plan.spec_dict, rows, plan.tune,
+                                    plan.suite.seeds[:1]), source=f"atlas extension {k}")
+        echo(f"extension {k}: {len(pending)} (task, algorithm) choices or curves at a grid's edge: {len(rows)} more "
+             f"jobs (" + ", ".join(f"{t}/{a} {point_text(p, plan.tune.key)}" for t, a, p in pending[:6])
+             + (", ..." if len(pending) > 6 else "") + ")")
+        manifests = [*manifests, run_sweep(spec, out / extend_dir(k), executor, progress=progress)]
+        jobs += read_jobs(out / extend_dir(k), req.workers)
+    return manifests, jobs
 
 
 def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: list, manifests: list, executor,
@@ -262,10 +313,15 @@ def _top_up(req: AtlasRequest, target: float, out: Path, main: dict, main_jobs: 
 
 
 def _all_jobs(out: Path, jobs: Optional[list], with_topup: bool) -> list:
-    """The sweep's jobs (``jobs`` if already read) and, with ``with_topup``, every top-up pass's."""
+    """The sweep's and extensions' jobs (``jobs`` if already read) and, with ``with_topup``, every top-up
+    pass's."""
     from stabkit.atlas.cells import read_jobs
 
+    jobs_read_here = jobs is None
     jobs = list(jobs) if jobs is not None else read_jobs(out / SWEEP)
+    for k in range(1, ROUNDS + 1) if jobs_read_here else ():
+        if (out / extend_dir(k) / "manifest.json").is_file():
+            jobs += read_jobs(out / extend_dir(k))
     for k in range(1, PASSES + 1) if with_topup else ():
         if (out / topup_dir(k) / "manifest.json").is_file():
             jobs += read_jobs(out / topup_dir(k))
@@ -315,7 +371,8 @@ def atlas_page(out, jobs: Optional[list] = None) -> dict:
     titles = {t.name: t.title for t in suite.tasks}
     extras, policy = PageExtras(machine=_machine(meta, suite)), POLICY
     if meta.get("tune"):
-        grid_jobs = [j for j in jobs if j.path.parent.parent == out / SWEEP]
+        grid_jobs = [j for j in jobs if j.path.parent.parent == out / SWEEP
+                     or j.path.parent.parent.name.startswith(EXTEND)]
         cells, extras, policy = tuned_page(cells, meta, suite, grid_jobs, out, titles, extras)
     return write_page(cells, out / SWEEP, out, title=f"stabkit stability atlas — suite {suite.name}",
                       description=suite.description, command=meta.get("command", ""), policy=policy,

@@ -9,18 +9,19 @@ one-line :class:`~stabkit.errors.ConfigError`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Union
 
 from stabkit.algorithms.flower import is_flower
 from stabkit.algorithms.relaxed_init import AGGREGATIONS as RI_AGGREGATIONS
-from stabkit.algorithms.wrap import WRAP_HELP, parse_wrap
+from stabkit.algorithms.spec import AlgoSpec
+from stabkit.algorithms.wrap import WRAP_HELP
 from stabkit.config.fields import check_field_types, option
 from stabkit.config.taskoptions import SEED_LIMIT, TaskOptions
 from stabkit.errors import ConfigError, require
-from stabkit.store.mapping import read_mapping
+from stabkit.store.rundir import VERSION_KEY, RunDir
 from stabkit.store.saved_models import SAVE_SPEC_HELP, parse_save_spec
 
 CHECKPOINT_EVERY = 10  # default rounds between checkpoints (stabkit.store.checkpoint)
@@ -35,14 +36,15 @@ WD_PLACEMENTS = ("direction", "gradient")  # stabkit.engine.paired: reference co
 
 # Facts config.json records about a run beside its configuration; ignored when a config is read back.
 # ``hp_resolved``: the algorithm's full hyperparameters (``hp`` with the defaults filled in), what the bounds read;
+# ``algo_spec``: the algorithm as one spec (``RunConfig.algo_spec``, base, hp and wrappers in order);
 # ``threads``: the intra-op threads of the run's large ops (stabkit.engine.threads); ``allocator``: the line saying
 # which allocator the process used, ``heap_keep_mb`` (``cpu_cache_mb`` in runs before it was renamed): the freed memory it kept for reuse, 0 where none
 # (stabkit.engine.alloc: timings differ, numbers do not); ``label``: its legend label; ``placement``: where a sweep
-# job ran (stabkit.sweep.placement).
+# job ran (stabkit.sweep.placement); ``format_version``: the run directory's layout (stabkit.store.rundir).
 # Fields a run chooses itself when they are left open (None) and then records in config.json with the value used.
 CHOSEN_BY_RUN = ("eval_every", "eval_fraction")
 RUN_FACTS = ("versions", "device_used", "threads", "allocator", "heap_keep_mb", "cpu_cache_mb", "d", "n_min", "hp_resolved", "label",
-             "placement")
+             "placement", VERSION_KEY, "algo_spec")
 
 CLIENT_MODE_HELP = (
     "active: every round one sampled slot of run B holds a held-out client, so the active sets are "
@@ -131,12 +133,13 @@ class RunConfig:
                               "RUN/models/: " + SAVE_SPEC_HELP)
 
     def __post_init__(self):
-        """The checks, in this order: types, the named choices, counts, rates, then rounds and sizes."""
+        """The checks, in this order: types, the named choices, counts, rates, rounds and sizes, then the algorithm's spec."""
         check_field_types(self)
         self._check_choices()
         self._check_counts()
         self._check_rates()
         self._check_rounds_and_sizes()
+        self._check_algo_spec()
 
     def _check_choices(self):
         require(self.perturb in PERTURBATIONS, "perturb", self.perturb, f"one of {', '.join(PERTURBATIONS)}")
@@ -145,11 +148,6 @@ class RunConfig:
         require(self.augment in AUGMENTATIONS, "augment", self.augment, f"one of {', '.join(AUGMENTATIONS)}")
         require(self.dtype in DTYPES, "dtype", self.dtype, f"one of {', '.join(DTYPES)}")
         require(self.dp_noise in DP_NOISE, "dp_noise", self.dp_noise, f"one of {', '.join(DP_NOISE)}")
-        parse_wrap(self.wrap)
-        if self.wrap is not None and is_flower(self.algo):
-            raise ConfigError(f"invalid wrap={self.wrap!r} with algo={self.algo!r}: stabkit's wrappers act on "
-                              "stabkit's server step, which a Flower strategy replaces; use Flower's own wrapper "
-                              "(e.g. --algo flwr:DifferentialPrivacyServerSideFixedClipping --hp strategy=...)")
 
     def _check_counts(self):
         for name in ("pairs", "rounds", "local_steps", "eval_every", "hidden"):
@@ -209,6 +207,21 @@ class RunConfig:
         require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", self.device,
                 "auto, cpu or cuda[:N]")
 
+    def _check_algo_spec(self):
+        """The algorithm's spec parsed (its syntax and wrappers; the base is resolved when it is built)."""
+        if self.wrap is not None and is_flower(self.algo):
+            raise ConfigError(f"invalid wrap={self.wrap!r} with algo={self.algo!r}: stabkit's wrappers act on "
+                              "stabkit's server step, which a Flower strategy replaces; use Flower's own wrapper "
+                              "(e.g. --algo flwr:DifferentialPrivacyServerSideFixedClipping --hp strategy=...)")
+        self.algo_spec  # parsed now: a bad variant, --hp or --wrap is refused with the configuration
+
+    @functools.cached_property
+    def algo_spec(self) -> AlgoSpec:
+        """The run's algorithm as one spec: ``algo`` (a variant's fixed values included), ``hp``, relaxed
+        initialisation and ``wrap`` read once (:class:`~stabkit.algorithms.spec.AlgoSpec`); what
+        :func:`~stabkit.algorithms.compose` builds and config.json records as ``algo_spec``."""
+        return AlgoSpec.parse(self.algo, self.hp, self.wrap, self.ri_beta, self.ri_aggregation)
+
     @property
     def sampled_clients(self) -> int:
         """s = |S_t|: clients_per_round if given, else round(participation * M), at least 1."""
@@ -263,10 +276,7 @@ def resume_config(out, rounds: Optional[int] = None, **changes) -> RunConfig:
     """The config of the run in ``out`` (its ``config.json``), with ``rounds`` and output ``changes``
     (``checkpoint_every``, ``save_models``) applied. Reads no tensor: ``stabkit pair --resume`` refuses a
     bad directory or option before torch is imported."""
-    path = Path(out) / "config.json"
-    if not path.is_file():
-        raise ConfigError(f"invalid resume={str(out)!r}: expected a run directory containing config.json")
-    cfg = RunConfig.from_dict(read_mapping(path, "resume", "run's config.json"))
+    cfg = RunConfig.from_dict(RunDir(out, "resume").config)
     return cfg.replace(**({"rounds": rounds} if rounds is not None else {}), **changes)
 
 

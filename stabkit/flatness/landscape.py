@@ -23,7 +23,8 @@ from stabkit.engine.threads import threads_for
 from stabkit.flatness.objective import Objective, check_fraction
 from stabkit.flatness.settings import LandscapeSettings, SavedRun
 from stabkit.flatness.surfaces import Layers, model_plane, random_plane, segment
-from stabkit.store.saved_models import TRAJ, load_flat
+from stabkit.store.saved_models import load_flat
+from stabkit.trajectories import TRAJ
 
 
 def saved_models_of(run: SavedRun, build: Callable) -> tuple:

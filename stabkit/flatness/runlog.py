@@ -25,8 +25,8 @@ from stabkit.engine.perturbation import Neighbours
 from stabkit.flatness.measure import measure
 from stabkit.flatness.objective import client_objective, training_objective
 from stabkit.flatness.settings import SharpnessSettings
-from stabkit.store.atomic import atomic_write_csv, atomic_write_json
-from stabkit.store.saved_models import TRAJ
+from stabkit.store.rundir import RunDir
+from stabkit.trajectories import TRAJ
 
 
 def objective_note(fraction: float) -> str:
@@ -72,9 +72,8 @@ class SharpnessLog:
     def resume(self, out, t: int) -> None:
         """Continue the table of a resumed run: the rows measured up to round ``t`` (its checkpoint) are kept,
         later ones are measured again (without this the first new round would rewrite the file without them)."""
-        path = Path(out) / "sharpness.csv"
-        if path.is_file():
-            df = pd.read_csv(path)
+        df = RunDir(out).sharpness()
+        if df is not None:
             self.frames = [df[df["round"] <= t]]
 
     def after_round(self, t: int, x: torch.Tensor, rec, out) -> None:
@@ -91,12 +90,10 @@ class SharpnessLog:
         if rec is not None and rec.clients is not None:
             frame = frame.assign(**self._local(rec))
         self.frames.append(frame)
-        atomic_write_csv(out / "sharpness.csv", pd.concat(self.frames, ignore_index=True))
-        atomic_write_json(out / "sharpness.json", {"settings": self.settings.to_dict(),
-                                                   "objective": objective_note(self.settings.fraction),
-                                                   "samples": int(len(self.objective.x)),
-                                                   "local": "top Hessian eigenvalue of F_i at each of the "
-                                                            "round's final local models, mean over clients"})
+        RunDir(out).write_sharpness(pd.concat(self.frames, ignore_index=True), {
+            "settings": self.settings.to_dict(), "objective": objective_note(self.settings.fraction),
+            "samples": int(len(self.objective.x)),
+            "local": "top Hessian eigenvalue of F_i at each of the round's final local models, mean over clients"})
 
     def _local(self, rec) -> dict:
         clients = rec.clients  # [R, 2, s, d]
@@ -112,15 +109,13 @@ SUMMARY_COLUMNS = ("loss", "lambda_max", "lambda_ratio", "trace", "sam_0.05", "a
 
 
 def final_sharpness(run_dir) -> dict:
-    """Means over pairs and trajectories of the last measured round of ``RUN/sharpness.csv``, as
+    """Means over pairs and trajectories of the last measured round of ``RUN/sharpness.csv`` (``run_dir``: a
+    path or a RunDir), as
     ``sharp_<measure>`` columns (with ``sharp_round``) and their standard errors over the models
     ``sharp_<measure>_se`` (NaN for one model); {} when the run measured none."""
-    from pathlib import Path
-
-    path = Path(run_dir) / "sharpness.csv"
-    if not path.is_file():
+    df = RunDir.of(run_dir).sharpness()
+    if df is None:
         return {}
-    df = pd.read_csv(path)
     last = df[df["round"] == df["round"].max()]
     cols = [c for c in last.columns if c in SUMMARY_COLUMNS or c.startswith("sam_")]
     n = len(last)  # standard errors of the means over the job's models (pairs x trajectories)

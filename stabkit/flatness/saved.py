@@ -16,7 +16,7 @@ from stabkit.flatness.runlog import objective_note
 from stabkit.flatness.settings import SavedRun, SharpnessSettings
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json
 from stabkit.store.outdir import prepare_dir
-from stabkit.store.saved_models import TRAJ
+from stabkit.trajectories import TRAJ
 
 RADIUS_LIMIT = 10.0  # radii above this many times max(1, ||x||) measure the loss far outside the model's basin
 

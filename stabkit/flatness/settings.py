@@ -18,8 +18,9 @@ from stabkit.config.runconfig import RunConfig
 from stabkit.config.taskoptions import SEED_LIMIT
 from stabkit.engine.memory import require_memory
 from stabkit.errors import require
-from stabkit.store.runstore import read_json
-from stabkit.store.saved_models import TRAJ, saved_pairs, saved_rounds
+from stabkit.store.rundir import RunDir
+from stabkit.store.saved_models import saved_pairs, saved_rounds
+from stabkit.trajectories import TRAJ
 
 # Ceilings of the Monte-Carlo and ascent knobs: the standard errors shrink as 1/sqrt(n), so 10,000 probes or
 # directions put them at 1% of one sample's spread, and projected ascent has converged long before 1,000 steps;
@@ -125,9 +126,9 @@ def open_saved(run_dir, wanted: Optional[int] = None, pair: int = 0) -> SavedRun
     """The run in ``run_dir`` at its saved round ``wanted`` (default: the last saved), refused in one line
     if its config.json is missing or damaged, it saved no models (or none of round ``wanted``), a model file
     is missing, or it saved no pair ``pair``."""
-    path = Path(run_dir) / "config.json"
-    require(path.is_file(), "run", str(run_dir), "a run directory written by `stabkit pair` (no config.json)")
-    cfg = RunConfig.from_dict(read_json(path, "config"))  # truncated or edited by hand: one line
+    run = RunDir(run_dir)
+    require(run.has(RunDir.CONFIG), "run", str(run_dir), f"a run directory written by `stabkit pair` (no {RunDir.CONFIG})")
+    cfg = RunConfig.from_dict(run.config)  # truncated or edited by hand: one line
     rounds = saved_rounds(run_dir)
     require(bool(rounds), "run", str(run_dir), "a run with saved models (run `stabkit pair` with --save-models)")
     T = rounds[-1] if wanted is None else wanted

@@ -20,8 +20,8 @@ import numpy as np
 
 from stabkit.errors import ConfigError
 from stabkit.privacy.accountant import Schedule, check_delta, epsilons
-from stabkit.privacy.runfile import FILE, measured_epsilons
-from stabkit.store.runstore import load_run, read_json
+from stabkit.privacy.runfile import measured_epsilons
+from stabkit.store.rundir import RunDir, read_json
 
 AUDIT_FILE = "audit.json"
 NO_NOISE = "this run adds no noise: epsilon = infinity"
@@ -72,7 +72,7 @@ def checked_schedule(run_dir: Path, recorded: dict, df, implied: Optional[dict] 
     config implies (``implied``: clients, sampled, clip, noise_multiplier, from
     :func:`stabkit.run.privacy_facts.implied_schedule`) and the logged sensitivities; one line naming the file
     and the first field that disagrees."""
-    where = f"invalid run={str(run_dir)!r}: {run_dir / FILE} is damaged"
+    where = f"invalid run={str(run_dir)!r}: {RunDir(run_dir).file(RunDir.PRIVACY)} is damaged"
     try:
         schedule = Schedule.from_dict(recorded["schedule"])
     except (KeyError, TypeError) as e:
@@ -93,16 +93,15 @@ def checked_schedule(run_dir: Path, recorded: dict, df, implied: Optional[dict] 
 
 
 def privacy_report(run_dir, delta: float, audit_dir=None, implied: Optional[dict] = None) -> dict:
-    """The report of the DP run in ``run_dir`` at ``delta`` (with the audit of ``audit_dir`` when given);
-    ``implied``: the schedule's fields its config.json implies, which privacy.json must match
+    """The report of the DP run in ``run_dir`` (a path or a RunDir) at ``delta`` (with the audit of ``audit_dir``
+    when given); ``implied``: the schedule's fields its config.json implies, which privacy.json must match
     (:func:`stabkit.run.privacy_facts.implied_schedule`)."""
     delta = check_delta(delta)
-    run_dir = Path(run_dir)
-    df = load_run(run_dir)
-    if not (run_dir / FILE).is_file():
+    run = RunDir.of(run_dir)
+    run_dir, df, recorded = run.path, run.metrics(), run.privacy
+    if recorded is None:
         raise ConfigError(f"invalid run={str(run_dir)!r}: {NO_NOISE} (it has no DP layer: run --algo dp_fedavg "
                           f"or --wrap dp:clip=...,noise_multiplier=...)")
-    recorded = read_json(run_dir / FILE, "privacy")
     schedule = checked_schedule(run_dir, recorded, df, implied)
     audit = read_audit(audit_dir, delta, schedule) if audit_dir is not None else None
     accountant = epsilons(schedule, delta)

@@ -7,30 +7,26 @@ recomputes both for another delta from this file's schedule and the metrics.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from stabkit.algorithms.dp import find_dp
 from stabkit.extras import require_extra
 from stabkit.privacy.accountant import Schedule, epsilons
-from stabkit.store.atomic import atomic_write_json
-from stabkit.store.runstore import load_run
+from stabkit.store.rundir import RunDir
 
 DEFAULT_DELTA = 1e-5
-FILE = "privacy.json"
 
 
 def run_schedule(algo, clients: int, sampled: int, rounds: int) -> Optional[Schedule]:
     """The schedule of a run of ``algo`` (None when it has no DP layer); the accounting library is required
     now, before anything is written, since the run reports epsilon."""
-    dp = find_dp(algo)
+    dp = algo.dp_params()
     if dp is None:
         return None
     require_extra("privacy")
-    return Schedule(rounds, clients, sampled, dp.p.clip, dp.p.noise_multiplier)
+    return Schedule(rounds, clients, sampled, dp.clip, dp.noise_multiplier)
 
 
 def measured_epsilons(schedule: Schedule, df, delta: float) -> list:
@@ -55,10 +51,9 @@ def privacy_record(schedule: Schedule, df, delta: float, dp_noise: str) -> dict:
 
 def summary_line(out: Path) -> Optional[str]:
     """One line of a DP run's epsilons at the default delta for ``stabkit pair``'s summary (None without DP)."""
-    path = Path(out) / FILE
-    if not path.is_file():
+    r = RunDir(out).privacy
+    if r is None:
         return None
-    r = json.loads(path.read_text())
     acc, measured = r["epsilon_accountant"], r["epsilon_measured"]
     if acc is None:  # written as null: infinite
         return f"privacy: this run adds no noise: epsilon = infinity (delta {r['delta']:g})"
@@ -80,9 +75,9 @@ class PrivacyFile:
         return [] if schedule is None else [cls(out, schedule, dp_noise)]
 
     def on_run_end(self, run, state) -> None:
-        record = privacy_record(self.schedule, load_run(self.out), DEFAULT_DELTA, self.dp_noise)
-        atomic_write_json(self.out / FILE, record)
+        rundir = RunDir(self.out)
+        rundir.write_privacy(privacy_record(self.schedule, rundir.metrics(), DEFAULT_DELTA, self.dp_noise))
 
 
-__all__ = ["DEFAULT_DELTA", "FILE", "PrivacyFile", "measured_epsilons", "privacy_record", "run_schedule",
+__all__ = ["DEFAULT_DELTA", "PrivacyFile", "measured_epsilons", "privacy_record", "run_schedule",
            "summary_line"]

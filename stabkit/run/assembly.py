@@ -14,7 +14,6 @@ from typing import Optional
 import torch
 
 from stabkit.algorithms import is_builtin
-from stabkit.algorithms.dp import find_dp
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.data import FederatedData
 from stabkit.engine.flatmodel import FlatModel
@@ -55,7 +54,7 @@ def assemble(checked: Checked) -> Assembly:
     model = FlatModel(checked.make_module(), task.kind, dtype, checked.device)
     theta0 = initial_parameters(cfg.init, cfg.seed, cfg.pairs, checked.make_module, model)
     engine = PairedEngine(engine_settings(cfg), checked.algo, model, data, nb, theta0)
-    if not is_builtin(cfg.algo) or find_dp(checked.algo):
+    if not is_builtin(cfg.algo) or checked.algo.dp_params() is not None:
         engine.try_round()
         if cfg.checkpoint_every:  # state kept outside the tensors that cannot be saved: refused here
             checked.algo.host_state()

@@ -21,7 +21,6 @@ from typing import Optional
 
 import torch
 
-from stabkit.algorithms.dp import find_dp
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.paired import PairedEngine
@@ -42,7 +41,7 @@ def audit_scores(cfg: RunConfig, trials: int) -> tuple:
     """``(scores on D, scores on D', run)``: ``trials`` pairs of ``cfg`` with independent noise, and their
     noiseless references; refused (one line) unless the algorithm has a DP layer."""
     run = PairedRun(cfg.replace(pairs=trials, dp_noise="independent", constants=False))
-    if find_dp(run.algo) is None:
+    if run.algo.dp_params() is None:
         raise ConfigError(f"invalid algo={cfg.algo!r}: this run adds no noise: epsilon = infinity (audit "
                           f"--algo dp_fedavg or --wrap dp:clip=...,noise_multiplier=...)")
     noisy = run.engine

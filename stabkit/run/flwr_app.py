@@ -50,9 +50,9 @@ from stabkit.errors import ConfigError, PluginFailed, require
 from stabkit.extras import require_extra
 from stabkit.run import flwr_clients as fc
 from stabkit.run.loop import RunState
+from stabkit.trajectories import LABELS
 
 KEYS = ("client_app", "strategy", "arrays", "partitions")
-TRAJ = "AB"
 
 
 def load_app(spec: str) -> dict:
@@ -163,7 +163,7 @@ class AppRun:
         return self.contexts[key]
 
     def _where(self, t: int, pair: int, j: int, node=None) -> str:
-        return (f"flwr_app {self.spec!r} at round {t + 1} (pair {pair}, trajectory {TRAJ[j]}"
+        return (f"flwr_app {self.spec!r} at round {t + 1} (pair {pair}, trajectory {LABELS[j]}"
                 + ("" if node is None else f", node {node + fl.NODE_OFFSET}") + ")")
 
     def initial_rows(self) -> None:

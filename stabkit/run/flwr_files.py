@@ -21,12 +21,9 @@ from stabkit.engine.threads import threads_for
 from stabkit.errors import ConfigError
 from stabkit.run.flwr_app import AppRun, AppSettings, app_config, check_settings, load_app
 from stabkit.run.loop import run_rounds
-from stabkit.store.atomic import atomic_write_json
-from stabkit.store.mapping import read_mapping
 from stabkit.store.metricslog import AppendLog
-from stabkit.store.runstore import RUN_FILES, prepare_run_dir
-
-CONFIG, METRICS, SUMMARY = (RUN_FILES[i] for i in (0, 1, 3))
+from stabkit.store.rundir import RunDir
+from stabkit.store.runstore import prepare_run_dir
 
 
 class AppFiles:
@@ -36,13 +33,14 @@ class AppFiles:
 
     def __init__(self, out: Path, overwrite: bool = False, log: Optional[AppendLog] = None):
         self.out, self.overwrite, self.log = Path(out), overwrite, log
+        self.rundir = RunDir(out)
         self.summary: Optional[dict] = None
 
     def _open(self, run) -> None:
         if self.log is None:
             prepare_run_dir(self.out, self.overwrite)
-            atomic_write_json(self.out / CONFIG, app_config(run.spec, run))
-            self.log = AppendLog(self.out / METRICS)
+            self.rundir.write_config(app_config(run.spec, run))
+            self.log = self.rundir.logs()[0]
 
     def _flush(self, run, state) -> None:
         """Append the rows of the rounds done (a diverged round's rows are not kept)."""
@@ -72,7 +70,7 @@ class AppFiles:
             "checkpoint_s": state.timers["checkpoint_s"], "skipped_rounds": run.skipped,
             **{k: v for k, v in (("diverged_reason", state.diverged), ("failed_reason", state.failed),
                                  ("interrupted", state.interrupted)) if v}}
-        atomic_write_json(self.out / SUMMARY, self.summary)
+        self.rundir.write_summary(self.summary)
 
     def on_error(self, run, state) -> None:
         if self.log is not None:  # after round 1: keep what was logged
@@ -119,7 +117,8 @@ def resume_app(out, rounds: Optional[int] = None, progress: Optional[Callable] =
     is loaded again from its import path. Refused in one line, nothing changed, when the checkpoint is missing,
     damaged or of another run, or the app no longer matches the run."""
     out = Path(out)
-    config = read_mapping(out / CONFIG, "resume", "run's config.json")
+    rundir = RunDir(out, "resume")
+    config = rundir.config
     cfg = AppSettings(config["seed"], config["pairs"], rounds or config["rounds"], config["perturb"],
                       config["clients_per_round"])
     ck = _checkpoint(out, config, cfg.rounds)
@@ -131,13 +130,13 @@ def resume_app(out, rounds: Optional[int] = None, progress: Optional[Callable] =
                           f"than the run ({_fingerprint(run)} != {ck['fingerprint']}); nothing was changed")
     run.restore(ck["app"].numpy().tobytes(), ck["round"])
     run.state.timers.load(ck["times"])
-    log = AppendLog(out / METRICS)
+    log = rundir.logs()[0]
     if log.rows < ck["metrics_rows"]:
-        raise ConfigError(f"invalid resume={str(out)!r}: {METRICS} has {log.rows} rows, its checkpoint "
+        raise ConfigError(f"invalid resume={str(out)!r}: {RunDir.METRICS} has {log.rows} rows, its checkpoint "
                           f"{ck['metrics_rows']}; nothing was changed (start the run again with --overwrite)")
     log.truncate(ck["metrics_rows"])
-    (out / SUMMARY).unlink(missing_ok=True)  # running again: the run is not finished until it ends
-    atomic_write_json(out / CONFIG, app_config(run.spec, run))
+    rundir.unfinish()  # running again: the run is not finished until it ends
+    rundir.write_config(app_config(run.spec, run))
     return _run(run, AppFiles(out, log=log), progress, callbacks)
 
 
@@ -145,10 +144,10 @@ def _checkpoint(out: Path, config: dict, rounds: int) -> dict:
     """The app run's checkpoint, refused in one line unless readable, of this run and within ``rounds``."""
     import torch
 
-    from stabkit.store.checkpoint import FORMAT, checkpoint_path
+    from stabkit.store.checkpoint import FORMAT
 
     where = f"invalid resume={str(out)!r}"
-    path = checkpoint_path(out)
+    path = RunDir(out).file(RunDir.CHECKPOINT)
     if not path.is_file():
         raise ConfigError(f"{where}: no {path.name} there (the run stopped before its first round); start it "
                           "again with --overwrite")
@@ -159,8 +158,8 @@ def _checkpoint(out: Path, config: dict, rounds: int) -> dict:
                           "changed (start the run again with --overwrite)") from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT or "app" not in ck:
         raise ConfigError(f"{where}: {path.name} is not an app run's checkpoint of this stabkit; nothing was changed")
-    if ck["fingerprint"] != {k: v for k, v in config.items() if k != "rounds"}:
-        raise ConfigError(f"{where}: {CONFIG} was edited since the checkpoint; nothing was changed")
+    if ck["fingerprint"] != {k: config.get(k) for k in ck["fingerprint"]}:
+        raise ConfigError(f"{where}: {RunDir.CONFIG} was edited since the checkpoint; nothing was changed")
     if ck["round"] > rounds:
         raise ConfigError(f"invalid rounds={rounds}: at least the checkpoint's {ck['round']} rounds")
     return ck

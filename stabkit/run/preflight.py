@@ -16,10 +16,7 @@ import torch
 from torch import nn
 
 from stabkit import plugins
-from stabkit.algorithms import build_algorithm, is_builtin
-from stabkit.algorithms.dp import dp_before_ri
-from stabkit.algorithms.relaxed_init import with_relaxed_init
-from stabkit.algorithms.wrap import with_wrap
+from stabkit.algorithms import compose
 from stabkit.config.runconfig import RunConfig
 from stabkit.engine.alloc import limit_bytes
 from stabkit.engine.contract import CheckedAlgorithm
@@ -98,12 +95,9 @@ def check_run(cfg: RunConfig, task: Task, make_module: Optional[Callable] = None
 
 
 def checked_algorithm(cfg: RunConfig):
-    """The algorithm ``cfg`` names with its hyperparameters checked; a plug-in's hooks are wrapped so that
-    what they return is checked on every call; relaxed initialisation applied if asked for."""
-    algo = build_algorithm(cfg.algo, cfg.hp)
-    if not is_builtin(cfg.algo):
-        algo = CheckedAlgorithm(algo, cfg.algo)
-    return with_wrap(with_relaxed_init(dp_before_ri(algo, cfg.ri_beta), cfg.ri_beta, cfg.ri_aggregation), cfg.wrap)
+    """The algorithm of ``cfg``'s spec (``cfg.algo_spec``: the base with its hyperparameters checked, then its
+    wrappers in their order); a plug-in's hooks are wrapped so that what they return is checked on every call."""
+    return compose(cfg.algo_spec, guard=lambda algo: CheckedAlgorithm(algo, cfg.algo))
 
 
 def _check_model(cfg: RunConfig, task: Task, make_module: Callable) -> int:

@@ -21,7 +21,6 @@ import torch
 
 from stabkit import __version__
 from stabkit.algorithms import resolve_hp
-from stabkit.config.runconfig import read_mapping
 from stabkit.engine import alloc
 from stabkit.engine.determinism import deterministic
 from stabkit.engine.kernels import kernel_facts
@@ -33,7 +32,8 @@ from stabkit.run.constants import run_constants
 from stabkit.run.loop import run_rounds, tell
 from stabkit.run.roundlog import OVERFLOW
 from stabkit.run.writer import RunWriter
-from stabkit.store.runstore import FIGURES_DIR, load_run
+from stabkit.store.rundir import RunDir
+from stabkit.store.runstore import load_run
 
 
 class RunRecorder:
@@ -71,8 +71,8 @@ class RunRecorder:
         state.round, state.record, state.snapshots = t, RoundRecord(**ck["record"]), dict(ck["snapshots"])
         state.timers.load(ck["times"])
         run.initial_logged = True
-        label = read_mapping(self.out / "config.json", "resume", "run's config.json").get("label")  # before any change
-        (self.out / "summary.json").unlink(missing_ok=True)  # running again: the run is not finished until it ends
+        label = RunDir(self.out, "resume").config.get("label")  # before any change
+        RunDir(self.out).unfinish()  # running again: the run is not finished until it ends
         self._open(label)
         with deterministic():  # every logged number
             if t in (ck["rounds"], run.cfg.rounds):  # its row changes (all-data evaluation at the last round)
@@ -94,7 +94,7 @@ class RunRecorder:
     def _stale_figures(self, t: int) -> None:
         """A resumed run gains rounds: figures ``stabkit bounds --plot`` drew into ``RUN/figures`` from its first
         ``t`` rounds no longer show it, and are removed (saying so) rather than left beside the new data."""
-        figures = self.out / FIGURES_DIR
+        figures = RunDir(self.out).file(RunDir.FIGURES)
         if figures.is_dir():
             shutil.rmtree(figures)
             print(f"removed {figures}: drawn from the run's first {t} rounds (redraw with `stabkit bounds "
@@ -138,7 +138,8 @@ class Summary:
 def run_facts(run) -> dict:
     """What config.json records about ``run`` beside its configuration: the resolved hyperparameters,
     versions, device, threads, allocator, parameter count and smallest client."""
-    return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "versions": versions(),
+    return {"hp_resolved": resolve_hp(run.cfg.algo, run.cfg.hp), "algo_spec": run.cfg.algo_spec.to_dict(),
+            "versions": versions(),
             "device_used": str(run.device), "threads": run.threads, "allocator": alloc.policy(),
             "heap_keep_mb": alloc.limit_bytes() >> 20 if alloc.keeps_freed_blocks() else 0,
             "d": run.model.d, "n_min": int(run.data.n_np[: run.task.num_train_clients].min())}

@@ -34,6 +34,7 @@ from stabkit.run.fingerprint import SAFE_TO_CHANGE, changed_fields
 from stabkit.store.checkpoint import FORMAT, NAME, checkpoint_path
 from stabkit.store.fserrors import require_space
 from stabkit.store.outdir import check_writable
+from stabkit.store.rundir import RunDir
 from stabkit.store.saved_models import check_models_dir
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _check_can_write(out: Path, cfg) -> None:
     ``out`` for a new checkpoint and ``config.json`` (each rewritten beside the old one) and the first rows."""
     check_models_dir(out, cfg.save_models)
     check_writable(out, "resume")
-    need = checkpoint_path(out).stat().st_size + (out / "config.json").stat().st_size + LOG_SLACK
+    need = checkpoint_path(out).stat().st_size + RunDir(out).file(RunDir.CONFIG).stat().st_size + LOG_SLACK
     require_space(out, need, "resume")
 
 
@@ -228,7 +229,7 @@ def _check_metrics(out: Path, ck: dict, R: int, problem) -> None:
     if n != (t + 1) * R:
         problem(f"{NAME} says metrics.csv had {ck['metrics_rows']} rows before round {t}, but a run of {R} "
                 f"pairs logs {t * R} (another run's checkpoint?)")
-    head = _read_log(out / "metrics.csv", ("round", "pair", "disc"), problem).iloc[:n]
+    head = _read_log(RunDir(out).file(RunDir.METRICS), ("round", "pair", "disc"), problem).iloc[:n]
     rounds = pd.to_numeric(head["round"], errors="coerce")
     counts = rounds.value_counts()
     missing = [r for r in range(t + 1) if counts.get(r, 0) < R]
@@ -255,10 +256,10 @@ def _check_local(out: Path, ck: dict, cfg, problem) -> None:
         return
     per_round = (cfg.local_steps + 1) * R  # local steps k = 0..K, every pair
     n = ck["local_rows"] + len(ck["record"]["local"]) * R
-    df = _read_log(out / "local.csv", ("round", "pair", "k"), problem)
+    df = _read_log(RunDir(out).file(RunDir.LOCAL), ("round", "pair", "k"), problem)
     expected = np.repeat(tracked, per_round)
     head = df.iloc[:n]
-    rounds = _integer_rounds(head, "local.csv", problem)
+    rounds = _integer_rounds(head, RunDir.LOCAL, problem)
     if n != len(expected) or len(head) < n or not np.array_equal(rounds, expected):
         logged = set(rounds.tolist())
         missing = [r for r in tracked if r not in logged]
@@ -272,8 +273,8 @@ def _check_sharpness(out: Path, t: int, cfg, problem) -> None:
     wanted = [r for r in sorted(set(cfg.sharpness_rounds)) if r <= t]
     if not wanted:
         return
-    df = _read_log(out / "sharpness.csv", ("round",), problem)
-    missing = sorted(set(wanted) - set(_integer_rounds(df, "sharpness.csv", problem).tolist()))
+    df = _read_log(RunDir(out).file(RunDir.SHARPNESS), ("round",), problem)
+    missing = sorted(set(wanted) - set(_integer_rounds(df, RunDir.SHARPNESS, problem).tolist()))
     if missing:
         problem(f"sharpness.csv lacks sharpness round{'s' * (len(missing) > 1)} {_ranges(missing)} measured "
                 f"before {NAME} (round {t})", f"restore sharpness.csv, or {RESTART}")

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from stabkit.config.runconfig import RunConfig
 from stabkit.run.fingerprint import fingerprint
-from stabkit.store.atomic import atomic_write_json
 from stabkit.store.checkpoint import save_checkpoint
-from stabkit.store.metricslog import AppendLog
+from stabkit.store.rundir import RunDir
 from stabkit.store.saved_models import parse_save_spec, save_models
 from stabkit.store.summary import summarize
 from stabkit.store.updates import model_hashes, save_updates
@@ -26,13 +25,14 @@ class RunWriter:
 
     def __init__(self, out: Path, cfg: RunConfig):
         self.out, self.cfg = Path(out), cfg
+        self.run = RunDir(out)
         self.saves = parse_save_spec(cfg.save_models, cfg.rounds)  # a predicate: nothing O(rounds)
         self.metrics = self.local = None
 
     def open(self, facts: dict) -> None:
         """Write config.json (``cfg`` and the run's ``facts``) and open the metric logs (continuing existing ones)."""
-        atomic_write_json(self.out / "config.json", {**self.cfg.to_dict(), **facts})
-        self.metrics, self.local = AppendLog(self.out / "metrics.csv"), AppendLog(self.out / "local.csv")
+        self.run.write_config({**self.cfg.to_dict(), **facts})
+        self.metrics, self.local = self.run.logs()
 
     def rewind(self, metrics_rows: int, local_rows: int) -> None:
         """Cut the logs back to their first rows (resume continues from a checkpoint's position)."""
@@ -64,7 +64,7 @@ class RunWriter:
             "times": times, "fingerprint": fingerprint(self.cfg)})
 
     def constants(self, estimated: dict, rounds: list) -> None:
-        atomic_write_json(self.out / "constants.json", {**estimated, "snapshot_rounds": rounds})
+        self.run.write_constants({**estimated, "snapshot_rounds": rounds})
 
     def finish(self, df, status: str, diverged_round, done: int, times: dict, notes: dict, nb) -> dict:
         """Write and return summary.json: the summary of the logged rounds ``df`` (``stabkit.store.summary``; a
@@ -80,6 +80,6 @@ class RunWriter:
         summary["time"] = {**times, "total_s": total, "eval_share": times["eval_s"] / total if total else 0.0,
                            "constants_share": times["constants_s"] / total if total else 0.0,
                            "sharpness_share": times.get("sharpness_s", 0.0) / total if total else 0.0}
-        atomic_write_json(self.out / "summary.json", summary)
+        self.run.write_summary(summary)
         return summary
 

@@ -3,7 +3,9 @@
 ``atomic`` (every atomic write: text, JSON, CSV, ``torch.save``), ``filemode`` (files get the umask's mode),
 ``outdir`` (output directories checked before work), ``fserrors`` (a full disk, a read-only folder or a name
 too long as one line, and what was written removed), ``mapping`` (the one reader of a mapping from a YAML or
-JSON file: configs, specs, a run's JSON files), ``runstore`` (run directories and ``load_run``), ``metricslog``
+JSON file: configs, specs, a run's JSON files), ``rundir`` (``RunDir``: the one owner of a run directory's
+layout, format version, readers and writers; no other module names a run's files), ``runstore`` (whether a
+directory may take a new run, and ``load_run``), ``metricslog``
 (the append-only metric logs), ``checkpoint`` (the whole state of a run after a round, for ``--resume``),
 ``saved_models`` (global models as state dicts), ``updates`` (the client updates ``--store-updates`` keeps for
 unlearning, and the saved models' hashes), ``summary`` (``summary.json``) and ``tensorboard`` (a run's

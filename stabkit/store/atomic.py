@@ -20,19 +20,28 @@ from stabkit.store.filemode import shared_tempfile
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to a temporary sibling and move it over ``path``; a full disk raises ``DiskFull``."""
+    _atomic_write(path, text, "w")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write_text` for bytes, written as they are (a file a sweep's job returned)."""
+    _atomic_write(path, data, "wb")
+
+
+def _atomic_write(path: Path, data, mode: str) -> None:
     path = Path(path)
     tmp = None
     try:
         fd, tmp = shared_tempfile(path)  # the umask's mode (0644 by default), not mkstemp's 0600
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        raise_if_disk_full(e, path, len(text.encode()))
+        raise_if_disk_full(e, path, len(data.encode() if isinstance(data, str) else data))
         raise
 
 

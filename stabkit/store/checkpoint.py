@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 
 from stabkit.store.atomic import atomic_save
+from stabkit.store.rundir import RunDir
 
-NAME = "checkpoint.pt"
+NAME = RunDir.CHECKPOINT
 FORMAT = 1
 
 

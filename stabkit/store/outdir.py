@@ -17,6 +17,7 @@ from pathlib import Path
 from stabkit.errors import ConfigError
 from stabkit.store.fserrors import undone_on_fs_error
 
+FIGURES = "figures"  # OUT/figures: where a command draws its figures (a run's, a sweep report's, an atlas's)
 NAME_MAX = 255  # bytes in one file name on every common file system (ext4, xfs, btrfs, tmpfs, APFS, NTFS)
 
 

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Callable
 
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_save
+from stabkit.store.rundir import RunDir
+from stabkit.trajectories import TRAJ
 
 if TYPE_CHECKING:  # annotations only: imported on use
     import torch
 
-# The trajectories' labels: a, the run on the original data, and b, its neighbour (model files, the metrics'
-# column suffixes, the sharpness tables' traj column).
-TRAJ = ("a", "b")
 _ROUND_DIR = re.compile(r"round_(\d+)$")
 
 
@@ -60,7 +59,7 @@ def _is_count(text: str) -> bool:
 def check_models_dir(run_dir, spec: str) -> None:
     """ConfigError if a run that saves models (``spec`` not ``none``) finds ``RUN/models`` taken by something
     that is not a directory: checked before any round, not found when the first models are saved."""
-    root = Path(run_dir) / "models"
+    root = Path(run_dir) / RunDir.MODELS
     if str(spec).strip() != "none" and (root.exists() or root.is_symlink()) and not root.is_dir():
         raise ConfigError(f"invalid save_models={spec!r}: {str(root)!r} is a file, not a directory, so no model "
                           "can be saved there; move it away, or give --save-models none")
@@ -68,7 +67,7 @@ def check_models_dir(run_dir, spec: str) -> None:
 
 def model_path(run_dir, t: int, pair: int, traj: str) -> Path:
     """Where the model of ``pair``'s trajectory ``traj`` after round ``t`` is saved."""
-    return Path(run_dir) / "models" / f"round_{t}" / f"pair{pair}_{traj}.pt"
+    return Path(run_dir) / RunDir.MODELS / f"round_{t}" / f"pair{pair}_{traj}.pt"
 
 
 def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> None:
@@ -86,7 +85,7 @@ def save_models(run_dir, t: int, x: torch.Tensor, names: list, shapes: list) -> 
 
 def saved_rounds(run_dir) -> list:
     """Rounds whose models were saved, ascending."""
-    root = Path(run_dir) / "models"
+    root = Path(run_dir) / RunDir.MODELS
     if not root.is_dir():
         return []
     found = (_ROUND_DIR.match(p.name) for p in root.iterdir() if p.is_dir())

@@ -25,6 +25,7 @@ import numpy as np
 
 from stabkit.errors import ConfigError
 from stabkit.extras import require_extra
+from stabkit.trajectories import TRAJ
 
 METRICS = {"train_loss": "train_loss", "test_loss": "test_loss", "train_acc": "train_acc", "test_acc": "test_acc",
            "gap": "gap", "client_gap": "R_u-R_e"}  # metrics.csv column (without _a/_b) -> tag
@@ -64,7 +65,7 @@ def scalars(df) -> dict:
     for pair, g in df.groupby("pair"):
         out[f"D_t/pair_{int(pair)}"] = list(zip(g["round"], g["disc"]))
     for col, tag in METRICS.items():
-        for traj in ("a", "b"):
+        for traj in TRAJ:
             if f"{col}_{traj}" in df:
                 means = df.groupby("round")[f"{col}_{traj}"].mean()
                 out[f"{tag}/{traj}"] = [(t, v) for t, v in means.items() if np.isfinite(v)]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_save
+from stabkit.store.rundir import RunDir
 from stabkit.store.saved_models import TRAJ, model_path
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def updates_path(run_dir, t: int) -> Path:
-    return Path(run_dir) / "updates" / f"round_{t}.pt"
+    return Path(run_dir) / RunDir.UPDATES / f"round_{t}.pt"
 
 
 def update_bytes(pairs: int, sampled: int, d: int, itemsize: int) -> int:

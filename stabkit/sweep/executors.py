@@ -160,10 +160,9 @@ class RayExecutor:
             ray.shutdown()
 
     def run(self, jobs: list, on_start: Callable) -> Iterator:
-        import ray
-
         from stabkit.sweep.shipping import task_key
 
+        ray = require_extra("ray")
         task = ray.remote(_ray_job)
         pending = {}
         for job in jobs:
@@ -188,7 +187,7 @@ class RayExecutor:
 
 def cluster_nodes() -> list:
     """The live nodes of the connected Ray cluster, with the GPUs and CPUs each declares."""
-    import ray
+    ray = require_extra("ray")
 
     return [Node(f"{n['NodeManagerAddress']} (node {n['NodeID'][:12]})", n["Resources"].get("GPU", 0.0),
                  n["Resources"].get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]

@@ -31,8 +31,8 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
     from stabkit.config.runconfig import RunConfig
     from stabkit.errors import DiskFull
     from stabkit.run.experiment import run_pair
-    from stabkit.store.checkpoint import NAME as CHECKPOINT
     from stabkit.store.fserrors import FileSystemRefused
+    from stabkit.store.rundir import RunDir
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -53,10 +53,10 @@ def execute_job(config: dict, threads: int = JOB_THREADS, gpu_ids: Optional[list
                 raise KeyboardInterrupt
             # a sweep resumes job by job: the run's checkpoint (binary, as large as the state) stays behind
             files = {p.name: p.read_bytes() for p in sorted((Path(tmp) / "run").iterdir())
-                     if p.is_file() and p.name != CHECKPOINT}
+                     if p.is_file() and p.name != RunDir.CHECKPOINT}
     finally:
         torch.set_num_threads(before)
-    files["config.json"] = _placed(files["config.json"], config, node, gpu_ids, began)
+    files[RunDir.CONFIG] = _placed(files[RunDir.CONFIG], config, node, gpu_ids, began)
     error = None
     if summary["status"] == "diverged":
         error = f"diverged: {summary['diverged_reason']} at round {summary['diverged_round']}"

@@ -19,6 +19,7 @@ from typing import Optional
 from stabkit.config.runconfig import CHOSEN_BY_RUN, RUN_FACTS
 from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json
+from stabkit.store.rundir import RunDir
 from stabkit.sweep.spec import SweepSpec, config_hash
 
 MANIFEST = "manifest.json"
@@ -57,7 +58,7 @@ class Manifest:
         """True if the job needs no work: done with its outputs present, or failed (unless retrying)."""
         rec = self.jobs[job_id]
         if rec["state"] == "done":
-            return (self.job_dir(job_id) / "summary.json").is_file()
+            return RunDir(self.job_dir(job_id)).has(RunDir.SUMMARY)
         return rec["state"] == "failed" and not retry_failed
 
     def set(self, job_id: str, state: str, **fields) -> None:
@@ -103,11 +104,12 @@ def recover_jobs(root: Path, jobs: list) -> dict:
     """Manifest records of the finished jobs found in ``root/jobs``, matched by config hash."""
     found = {}
     for job in jobs:
-        d = Path(root) / "jobs" / job.id
+        run = RunDir(Path(root) / "jobs" / job.id)
         try:
-            config = json.loads((d / "config.json").read_text())
-            summary = json.loads((d / "summary.json").read_text())
-        except (OSError, ValueError):
+            config, summary = run.config, run.summary
+        except ConfigError:  # no run there, or a damaged one: the job runs again
+            continue
+        if summary is None:  # unfinished
             continue
         recorded = {k: v for k, v in config.items() if k not in RUN_FACTS}
         recorded.update({k: None for k in CHOSEN_BY_RUN if job.config.get(k) is None})  # the run's own choice

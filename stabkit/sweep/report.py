@@ -30,16 +30,18 @@ import pandas as pd
 from stabkit.analysis.labels import value_text
 from stabkit.analysis.run_analysis import analyze
 from stabkit.errors import ConfigError, require
+from stabkit.extras import require_extra
 from stabkit.flatness.report import flatness_report
 from stabkit.flatness.runlog import final_sharpness
 from stabkit.plotting import STYLE, coincident, line_styles, plt, save, sns
 from stabkit.store.atomic import atomic_write_csv
 from stabkit.store.outdir import output_dir
-from stabkit.store.runstore import load_run
+from stabkit.store.rundir import RunDir
 from stabkit.sweep import REPORT_FORMATS as FORMATS
 from stabkit.sweep.manifest import read_manifest
 
 REPLICATE = "seed"
+TABLE = "metrics"  # the report's one tidy table, TABLE.csv or TABLE.parquet (a report's file, not a run's)
 BOUND_COLUMNS = ["job", "run", "algo", "bound", "quantity", "form", "source", "valid", "failed", "bound_T",
                  "measured_T", "tightness_T", "tightness_median", "holds", "undefined", "undefined_cause"]
 
@@ -49,6 +51,8 @@ def sweep_report(root, out=None, fmt: str = "csv", bootstrap: int = 50, plot: bo
     under ``missing`` the jobs that lack a part (job -> {part: reason}, e.g. a growth fit of a 2-round run).
     Every job with metrics is in every figure, whatever it lacks."""
     require(fmt in FORMATS, "format", fmt, f"one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        require_extra("parquet")  # before anything is read or written
     root = Path(root)
     man = read_manifest(root)
     with output_dir(Path(out) if out else root / "report") as out:  # a refusal below leaves no empty folder
@@ -61,16 +65,16 @@ def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bo
     tables, rows, bound_rows, analyses, missing = [], [], [], {}, {}
     for job_id, rec in man["jobs"].items():
         row = {"job": job_id, **_param_cols(rec["params"]), "state": rec["state"], "error": rec.get("error")}
-        path = root / "jobs" / job_id
-        if not (path / "metrics.csv").is_file():
+        run = RunDir(root / "jobs" / job_id)
+        if not run.has(RunDir.METRICS):
             missing[job_id] = {"metrics": f"no metrics ({rec['state']}{': ' + rec['error'] if rec.get('error') else ''})"}
         else:
-            table, a = _analyse_job(path, job_id, bootstrap, row, missing)
+            table, a = _analyse_job(run, job_id, bootstrap, row, missing)
             if a is not None:
                 tables.append(table.assign(job=job_id, **_param_cols(rec["params"])))
                 analyses[job_id] = a
                 bound_rows += [{"job": job_id, **b} for b in a.bound_rows()]
-            row.update(final_sharpness(path))
+            row.update(final_sharpness(run))
         rows.append(row)
     require(bool(tables), "sweep", str(root), "no job has metrics yet (run `stabkit sweep` first)")
     paths = {"table": _write_table(pd.concat(tables, ignore_index=True), out, fmt)}
@@ -88,12 +92,12 @@ def _report(root: Path, man: dict, out: Path, fmt: str, bootstrap: int, plot: bo
     return paths
 
 
-def _analyse_job(path: Path, job_id: str, bootstrap: int, row: dict, missing: dict) -> tuple:
-    """``(metrics, Analysis)`` of one job's run directory, its results added to its ``row`` and what it lacks
-    to ``missing``; a damaged run directory gives ``(None, None)`` and a row saying so."""
+def _analyse_job(run: RunDir, job_id: str, bootstrap: int, row: dict, missing: dict) -> tuple:
+    """``(metrics, Analysis)`` of one job's run directory (read once), its results added to its ``row`` and what
+    it lacks to ``missing``; a damaged run directory gives ``(None, None)`` and a row saying so."""
     try:
-        df = load_run(path)
-        a = analyze(path, bootstrap=bootstrap)
+        df = run.metrics()
+        a = analyze(run, bootstrap=bootstrap)
     except ConfigError as e:  # a damaged run directory: a table row saying so, no analysis
         row["analysis_error"] = missing.setdefault(job_id, {})["analysis"] = str(e)
         return None, None
@@ -129,17 +133,13 @@ def _excess_risk_T(a) -> float:
 
 def _write_table(df: pd.DataFrame, out: Path, fmt: str) -> Path:
     if fmt == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            require(False, "format", fmt, "parquet needs pyarrow installed (pip install pyarrow); use csv")
-        path = out / "metrics.parquet"
-        tmp = out / ".metrics.parquet.tmp"
+        path = out / f"{TABLE}.parquet"
+        tmp = out / f".{TABLE}.parquet.tmp"
         df.to_parquet(tmp, index=False)
         tmp.replace(path)
         return path
-    atomic_write_csv(out / "metrics.csv", df)
-    return out / "metrics.csv"
+    atomic_write_csv(out / f"{TABLE}.csv", df)
+    return out / f"{TABLE}.csv"
 
 
 def _label(params: dict, settings: list) -> str:

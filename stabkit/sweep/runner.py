@@ -25,9 +25,10 @@ from typing import Callable, Optional
 
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
-from stabkit.store.atomic import atomic_write_json, atomic_write_text
+from stabkit.store.atomic import atomic_write_json
 from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.outdir import check_writable, prepare_dir
+from stabkit.store.rundir import RunDir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
 from stabkit.sweep.placement import check_requests
@@ -122,9 +123,8 @@ def _store(manifest: Manifest, job_id: str, result: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         summary = dict(result["summary"], out=str(final))
-        files = dict(result["files"], **{"summary.json": (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode()})
-        for name, data in files.items():
-            atomic_write_text(tmp / name, data.decode())
+        summary_json = (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode()  # as the job's (NaN kept)
+        RunDir(tmp).write_files({**result["files"], RunDir.SUMMARY: summary_json})
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     short = short_summary(result["summary"]) if result["summary"] is not None else None

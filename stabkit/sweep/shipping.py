@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
+from stabkit.extras import require_extra
 
 STORE_SHARE = 0.5  # a shipped task may take at most this share of the smallest node's object store
 
@@ -39,10 +40,9 @@ def check_size(size: int, store_bytes: float, what: str) -> None:
 def ship_tasks(jobs: list, store_bytes: float) -> dict:
     """``{task key: the object reference of its task}``, each distinct task built here once and put in the
     object store (one line for the first that is too large or cannot be built)."""
-    import ray
-
     from stabkit.run.preflight import build_checked_task
 
+    ray = require_extra("ray")
     refs: dict = {}
     for job in jobs:
         key = task_key(job.config)

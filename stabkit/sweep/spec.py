@@ -9,9 +9,9 @@ A spec is a mapping (YAML/JSON file or built from the CLI shorthand)::
 
 Keys are those of a run's ``config.json`` (task options may be given flat, as for ``stabkit pair
 --config``); ``hp.NAME`` sets one algorithm hyperparameter. A zip entry whose value is ``null`` leaves the
-key unset. Every job is built through :meth:`RunConfig.from_dict` and its algorithm through
-``build_algorithm`` before anything runs, so a bad value gets exactly the message ``stabkit pair`` gives,
-followed by the job it occurs in. The axis named ``seed`` is the replicate axis of the report.
+key unset. Every job is built through :meth:`RunConfig.from_dict` and its algorithm through ``compose`` (from
+the job's ``RunConfig.algo_spec``) before anything runs, so a bad value gets exactly the message ``stabkit pair``
+gives, followed by the job it occurs in. The axis named ``seed`` is the replicate axis of the report.
 """
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from stabkit.algorithms import build_algorithm
-from stabkit.config.runconfig import RunConfig, read_mapping
+from stabkit.algorithms import compose
+from stabkit.config.runconfig import RunConfig
 from stabkit.config.taskoptions import TaskOptions
 from stabkit.errors import ConfigError, require
+from stabkit.store.mapping import read_mapping
 
 SPEC_KEYS = ("name", "base", "product", "zip")
 MAX_JOBS = 20_000  # jobs in one sweep at most (SweepSpec.jobs)
@@ -157,7 +158,7 @@ def _make_job(base: dict, params: dict) -> Job:
     job_id = _job_id(params)
     try:
         cfg = RunConfig.from_dict(values)
-        build_algorithm(cfg.algo, cfg.hp)
+        compose(cfg.algo_spec)
     except ConfigError as e:
         raise ConfigError(f"{e} (sweep job {job_id})") from None
     return Job(id=job_id, params=dict(params), config=cfg.to_dict())

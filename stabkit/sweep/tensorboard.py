@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
+from stabkit.store.rundir import RunDir
 from stabkit.store.tensorboard import check_logdir, write_events
 
 
@@ -27,8 +28,8 @@ class TensorBoardHook:
         else:
             ids = [job_id] if event == "finished" else []
         for j in ids:
-            run = Path(manifest.root) / "jobs" / j
-            if (run / "metrics.csv").is_file():
+            run = manifest.job_dir(j)
+            if RunDir(run).has(RunDir.METRICS):
                 self.folder(manifest, j).parent.mkdir(parents=True, exist_ok=True)
                 write_events(run, self.folder(manifest, j))
 

@@ -21,9 +21,10 @@ import numpy as np
 from stabkit.config.runconfig import resume_config
 from stabkit.errors import ConfigError
 from stabkit.run.loop import EngineRounds, run_rounds
-from stabkit.store.mapping import read_mapping
+from stabkit.store.rundir import RunDir
 from stabkit.store.saved_models import model_path
 from stabkit.store.updates import updates_path
+from stabkit.trajectories import TRAJ
 from stabkit.unlearn.floor import check_floor_seeds, retrain_floor
 from stabkit.unlearn.methods import build_method
 
@@ -38,11 +39,10 @@ def check_unlearnable(run_dir, method_name: str, hp: Optional[dict] = None, floo
         raise ConfigError(f"{where}: its perturbation is {cfg.perturb!r}; unlearning is measured on a --perturb "
                           "remove-client run, whose trajectory B is the exact retrain without the forgotten client")
     method = build_method(method_name, hp)
-    if not (run_dir / "summary.json").is_file():
-        raise ConfigError(f"{where}: no summary.json (the run did not finish); finish it with "
+    summary = RunDir(run_dir).summary
+    if summary is None:
+        raise ConfigError(f"{where}: no {RunDir.SUMMARY} (the run did not finish); finish it with "
                           f"`stabkit pair --resume {run_dir}`")
-    summary = read_mapping(run_dir / "summary.json", "summary", "summary file of a run",
-                           hint="; restore it or rerun the run that wrote it")
     if summary.get("status") != "completed":
         raise ConfigError(f"{where}: the run {summary.get('status')} at round {summary.get('rounds_done')}; "
                           "unlearning needs a completed run")
@@ -51,7 +51,7 @@ def check_unlearnable(run_dir, method_name: str, hp: Optional[dict] = None, floo
     if not model_path(run_dir, T, 0, "a").is_file() or not hashes:
         raise ConfigError(f"{where}: no saved final models (round {T}); rerun it with --save-models final")
     for r in range(cfg.pairs):
-        for traj in "ab":
+        for traj in TRAJ:
             path = model_path(run_dir, T, r, traj)
             key = f"{path.parent.name}/{path.name}"
             if not path.is_file():

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from stabkit.atlas.cells import JobResult
+from stabkit.atlas.extend import EXTEND
 from stabkit.atlas.matched import at_level, matched_table
 from stabkit.atlas.suites import SUITES, suite_spec_dict
-from stabkit.atlas.tuning import Tune, choose, grid_spec, parse_tune, tuned_spec
+from stabkit.atlas.tuning import Axis, Tune, choose, grid_spec, parse_tune, tuned_spec
 from stabkit.store.runstore import load_run
 from stabkit.testing.problems import A, B, tiny_run
 from tests.helpers import cli
@@ -38,25 +39,43 @@ def test_parse_tune_grids_and_defaults():
     assert 0.05 in parse_tune("lr", "small").grid  # the suite's shared rate: the equal-rate view is a grid point
     assert parse_tune("hp.beta=0.5,0.9", "ci") == Tune("hp.beta", (0.5, 0.9))
     assert parse_tune(None, "small") is None
+    two = parse_tune("lr=0.1,0.2,beta=0.95,0.8,fedcm.alpha=0.05,0.1", "ci")
+    assert two == Tune("lr", (0.1, 0.2), (Axis("hp.beta", (0.8, 0.95)), Axis("hp.alpha", (0.05, 0.1), ("fedcm",))))
+    assert parse_tune("lr,hp", "small").extra == (Axis("hp", ()),)  # the default table, bound to the algorithms
 
+
+def test_bind_restricts_each_further_axis_to_the_algorithms_that_have_it():
+    from stabkit.atlas.tuning import bind
+
+    tune = bind(parse_tune("lr,hp", "small"), ["fedavg", "fedavgm", "fedprox", "fedcm"])
+    assert set(tune.extra) == {Axis("hp.beta", (0.8, 0.9, 0.95), ("fedavgm",)),
+                               Axis("hp.alpha", (0.05, 0.1, 0.2), ("fedcm",)), Axis("hp.lam", (0.001, 0.01, 0.1), ("fedprox",))}
+    beta = bind(parse_tune("lr,beta=0.5,0.9", "small"), ["fedavg", "fedavgm", "fedanag"])
+    assert beta.extra == (Axis("hp.beta", (0.5, 0.9), ("fedavgm", "fedanag")),)
+    assert [a.key for a in beta.axes("fedavg")] == ["lr"] and [a.key for a in beta.axes("fedanag")] == ["lr", "hp.beta"]
 
 def test_grid_spec_and_tuned_spec():
-    """The grid pass is the suite with lr a product axis on the first seed; the tuned spec zips each row's
-    chosen value (what the top-up extends)."""
+    """The grid pass is every suite row at every point of its algorithm's grid (lr x beta for FedAvgM, lr alone
+    for FedAvg, beta null there) on the first seed; the tuned spec zips each row's chosen point (what the top-up
+    extends)."""
     spec = suite_spec_dict(SUITES["ci"], ["fedavg", "fedavgm"])
-    tune = Tune("lr", (0.02, 0.05))
+    tune = Tune("lr", (0.02, 0.05), (Axis("hp.beta", (0.5, 0.9), ("fedavgm",)),))
     grid = grid_spec(spec, tune, (0,))
-    assert "lr" not in grid["base"] and grid["product"] == {"seed": [0], "lr": [0.02, 0.05]}
-    assert grid["zip"] == spec["zip"]
-    chosen = {(t, a): (0.02 if a == "fedavgm" else 0.05) for t in ("digits", "synthetic", "quadratic")
-              for a in ("fedavg", "fedavgm")}
+    assert "lr" not in grid["base"] and grid["product"] == {"seed": [0]}
+    rows = list(zip(grid["zip"]["algo"], grid["zip"]["lr"], grid["zip"]["hp.beta"]))
+    assert len(rows) == 6 * 2 + 6 * 4
+    assert rows[:2] == [("fedavg", 0.02, None), ("fedavg", 0.05, None)]
+    assert rows[6 * 2:6 * 2 + 4] == [("fedavgm", 0.02, 0.5), ("fedavgm", 0.02, 0.9), ("fedavgm", 0.05, 0.5),
+                                     ("fedavgm", 0.05, 0.9)]
+    chosen = {(t, a): ({"lr": 0.02, "hp.beta": 0.5} if a == "fedavgm" else {"lr": 0.05})
+              for t in ("digits", "synthetic", "quadratic") for a in ("fedavg", "fedavgm")}
     tuned = tuned_spec(spec, tune, chosen, (0,))
-    assert [(a, v) for a, v in zip(tuned["zip"]["algo"], tuned["zip"]["lr"])] == \
-        [(a, 0.02 if a == "fedavgm" else 0.05) for a in spec["zip"]["algo"]]
+    assert list(zip(tuned["zip"]["algo"], tuned["zip"]["lr"], tuned["zip"]["hp.beta"])) == \
+        [(a, 0.02, 0.5) if a == "fedavgm" else (a, 0.05, None) for a in spec["zip"]["algo"]]
 
 
-def _job(task, algo, lr, acc, perturb="client", diverged=None):
-    job = JobResult("j", {"task": task, "algo": algo, "lr": lr, "perturb": perturb}, {}, Path("."), "done",
+def _job(task, algo, lr, acc, perturb="client", diverged=None, **hp):
+    job = JobResult("j", {"task": task, "algo": algo, "lr": lr, "perturb": perturb, **hp}, {}, Path("."), "done",
                     diverged_round=diverged, curves=np.zeros((1, 2)))
     job.validation = {"acc": acc, "loss": 1.0}
     return job
@@ -68,10 +87,14 @@ def test_choice_is_the_best_mean_validation_score_ties_to_the_smaller_and_diverg
             _job("t", "a", 0.1, 0.9), _job("t", "a", 0.1, 0.2, "sample"),      # mean 0.55
             _job("t", "a", 1.0, 0.99), _job("t", "a", 1.0, 0.99, "sample", diverged=3),  # a diverged job: -inf
             _job("t", "b", 0.01, 0.8), _job("t", "b", 0.1, 0.8), _job("t", "b", 1.0, 0.7)]  # tie: smaller
-    assert choose(jobs, tune) == {("t", "a"): 0.01, ("t", "b"): 0.01}
+    assert choose(jobs, tune) == {("t", "a"): {"lr": 0.01}, ("t", "b"): {"lr": 0.01}}
     jobs[0].validation = {"acc": math.nan, "loss": 0.5}  # regression: minus the loss
     jobs[1].validation = {"acc": math.nan, "loss": 0.5}
-    assert choose(jobs, tune)[("t", "a")] == 0.1  # -0.5 < 0.55
+    assert choose(jobs, tune)[("t", "a")] == {"lr": 0.1}  # -0.5 < 0.55
+    # a value beyond the grid wins only where it scores better: a tie stays inside the grid
+    ext = [_job("t", "b", 0.005, 0.8), _job("t", "b", 0.001, 0.9)]
+    assert choose(jobs + ext[:1], tune)[("t", "b")] == {"lr": 0.01}
+    assert choose(jobs + ext, tune)[("t", "b")] == {"lr": 0.001}
 
 
 def test_d_t_at_matched_accuracy_by_hand():
@@ -104,18 +127,27 @@ def test_the_choice_is_the_best_validation_accuracy_of_the_grid_pass(tuned):
     the tuned view's value is its argmax; the test accuracy took no part."""
     grid = pd.read_csv(tuned / "grid.csv")
     cells = pd.read_csv(tuned / "cells.csv")
-    assert set(grid["param.lr"]) == {0.02, 0.05, 0.15} and len(grid) == 2 * 6 * 3
+    assert {0.02, 0.05, 0.15} <= set(grid["param.lr"])
+    beyond = set(grid["param.lr"]) - {0.02, 0.05, 0.15}  # extensions: the grid's ratio at each end, x3 and x0.4
+    steps = {float(f"{e * r ** k:.6g}") for e, r in ((0.15, 3), (0.02, 0.4)) for k in range(1, 5)}
+    assert beyond and beyond <= steps
+    dirs = [tuned / "sweep", *sorted(tuned.glob(f"{EXTEND}*"))]
     for (task, algo), g in cells.groupby(["task", "algo"]):
         scores = {}
-        for job in (tuned / "sweep" / "jobs").iterdir():
+        for job in (j for d in dirs for j in (d / "jobs").iterdir()):
             df = load_run(job)
             cfg = df.attrs["config"]
             if cfg["task"] == task and cfg["algo"] == algo:
                 end = df[df["round"] == df["round"].max()]
                 score = end["val_acc_a"].mean() if end["val_acc_a"].notna().all() else -end["val_loss_a"].mean()
                 scores.setdefault(cfg["lr"], []).append(score)
-        best = max(sorted(scores), key=lambda v: np.mean(scores[v]))
+        best = max(sorted(scores, key=lambda v: (not 0.02 <= v <= 0.15, v)), key=lambda v: np.mean(scores[v]))
         assert set(g["param.lr"]) == {best}, (task, algo, scores)
+        # extended until interior: the value beyond the choice on each side at an edge was tried, and lost
+        for side in (1, -1):
+            if (best - (0.15 if side > 0 else 0.02)) * side >= 0:
+                nb = min((v for v in scores if (v - best) * side > 0), key=lambda v: abs(v - best))
+                assert np.mean(scores[nb]) <= np.mean(scores[best])
 
 
 def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
@@ -127,8 +159,11 @@ def test_tuned_page_has_both_views_the_figure_and_aliases_once(tuned):
     assert "Stability against accuracy across the grid" in html
     cells, grid = pd.read_csv(tuned / "cells.csv"), pd.read_csv(tuned / "grid.csv")
     assert len(cells) == 12 and set(cells["algo"]) == {"fedavg", "fedavgm"}
-    edge = cells["param.lr"].map({0.02: " (grid min)", 0.05: "", 0.15: " (grid max)"})
-    assert cells["matched"].notna().all() and (cells["tuned"] == cells["param.lr"].map("{:g}".format) + edge).all()
+    assert cells["matched"].notna().all()
+    for lr, text in zip(cells["param.lr"], cells["tuned"]):  # on or beyond an edge: what stopped the extension
+        inside = 0.02 < lr < 0.15
+        assert text == f"{lr:g}" if inside else (text.startswith(f"{lr:g} (") and
+                                                  any(w in text for w in ("worse", "diverged", "no better"))), text
     # the equal-rate view: the grid's cells at the shared 0.05, its D_T as measured there
     equal = grid[grid["param.lr"] == 0.05]
     for _, c in equal.iterrows():
@@ -146,18 +181,16 @@ def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):
     before = pd.read_csv(tuned / "cells.csv")
     code, out, err = cli([a for a in ARGS if a != "--quiet"] + ["--out", str(tuned)], capsys)
     assert code == 0, err
-    assert "36 already finished, 0 to run" in out
+    assert "36 already finished, 0 to run" in out  # the grid pass (3 rates), then each extension round
     topped = sorted(p.name for p in (tuned / "topup" / "jobs").iterdir())
     assert topped  # the chosen cells were topped up
     shutil.rmtree(tuned / "topup")
     code, out, err = cli([*ARGS, "--out", str(tuned)], capsys)
     assert code == 0, err
     assert sorted(p.name for p in (tuned / "topup" / "jobs").iterdir()) == topped
-    for task, g in before.groupby("task"):  # the printed choice says how many sit on the grid's edge
-        edge = int(g.drop_duplicates("algo")["param.lr"].isin([0.02, 0.15]).sum())
+    for task, g in before.groupby("task"):  # the printed choice: every one interior after the extensions
         line = next(x for x in out.splitlines() if x.startswith(f"tuned lr on {task} "))
-        assert line.endswith(f"({edge} of 2 on the grid's edge: a wider grid may choose beyond it)") if edge \
-            else "edge" not in line
+        assert "edge" not in line and all(f"{a} {lr:g}" in line for a, lr in zip(g["algo"], g["param.lr"]))
     after = pd.read_csv(tuned / "cells.csv")
     assert after[["task", "perturb", "algo", "param.lr", "units"]].equals(before[["task", "perturb", "algo",
                                                                                   "param.lr", "units"]])
@@ -171,6 +204,10 @@ def test_resuming_a_tuned_atlas_continues_with_the_same_choice(tuned, capsys):
     (["--tune", "lr=inf"], "invalid tune='lr=inf'"),
     (["--tune", "lr=0.1,x"], "invalid tune='lr=x'"),
     (["--tune", "momentum=0.1"], "invalid tune='momentum': one of lr, global_lr or hp.NAME"),
+    (["--tune", "lr,nosuch=0.1,0.2"], "invalid tune='nosuch': a hyperparameter of an algorithm of this atlas"),
+    (["--tune", "lr,fedavg.beta=0.5"], "invalid tune='fedavg.beta': a hyperparameter of an algorithm"),
+    (["--tune", "lr,beta"], "invalid tune='beta': a further axis NAME=V1,V2"),
+    (["--tune", "lr,beta=0.5,0.5"], "each grid value once"),
     (["--tune", "hp.beta=0.5,0.9", "--algos", "fedavgm,fedavg"],
      "invalid tune='hp.beta': algorithm fedavg has no hyperparameter 'beta'"),
     (["--suite", "paper", "--tune", "lr=0.01,0.1"], "invalid data_dir=None"),
@@ -250,4 +287,4 @@ def test_a_tuned_atlas_of_one_algorithm_knows_each_jobs_algorithm(tmp_path):
                                                         "jobs": jobs}))
     read = read_jobs(tmp_path)
     assert [(j.params["task"], j.params["algo"]) for j in read] == [("quadratic", "fedavg")] * 2
-    assert choose(read, Tune("lr", (0.05, 0.15))) == {("quadratic", "fedavg"): 0.05}  # all -inf: the smaller
+    assert choose(read, Tune("lr", (0.05, 0.15))) == {("quadratic", "fedavg"): {"lr": 0.05}}  # all -inf: the smaller

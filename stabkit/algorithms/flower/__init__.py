@@ -42,13 +42,11 @@ def flower_class(name: str) -> type:
     return _CLASSES[name]
 
 
-def check_strategy(name: str, hp: dict, s: int) -> None:
-    """Build the strategy ``--algo name`` names for ``s`` clients per round, before the run (and before torch):
-    what its constructor refuses, and a robust aggregator given too few clients, is one line now."""
-    if is_flower(name):
+def check_strategy(spec, s: int) -> None:
+    """Build the strategy an :class:`~stabkit.algorithms.spec.AlgoSpec` names for ``s`` clients per round, before
+    the run (and before torch): what its constructor refuses, and a robust aggregator given too few clients, is
+    one line now."""
+    if is_flower(spec.base):
         import numpy as np
 
-        from stabkit.algorithms.variant import merged_hp
-
-        base, hp = merged_hp(name, hp)
-        flower_class(base).from_hp(hp).make_strategy(s, np.zeros(1, np.float32))
+        flower_class(spec.base).from_hp(spec.hp).make_strategy(s, np.zeros(1, np.float32))

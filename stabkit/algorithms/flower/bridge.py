@@ -39,18 +39,18 @@ from typing import ClassVar
 
 import numpy as np
 
+import stabkit.algorithms.flower.inprocess as fl
+import stabkit.algorithms.flower.legacy as legacy
 from stabkit.algorithms.base import Algorithm
-from stabkit.algorithms.flower import inprocess as fl
-from stabkit.algorithms.flower import legacy
 from stabkit.algorithms.flower.params import SAMPLING, params_class
 from stabkit.algorithms.flower.strategies import PREFIX, is_legacy, strategy_class
 from stabkit.algorithms.rules import descend
 from stabkit.errors import ConfigError, PluginFailed
 from stabkit.plugins import describe_error
+from stabkit.trajectories import LABELS
 
 # config keys the local rule acts on (or may ignore); proximal_mu: a legacy FedProx's
 HONOURED = ("server-round", "proximal-mu", "proximal_mu", "clipping_norm")
-TRAJECTORIES = "AB"
 
 
 class FlowerStrategy(Algorithm):
@@ -74,7 +74,7 @@ class FlowerStrategy(Algorithm):
 
     def _fail(self, what: str, t: int, pair: int, j: int, error: Exception) -> PluginFailed:
         return PluginFailed(f"{self.name}: {what} raised {describe_error(error)} at round {t + 1} (pair {pair}, "
-                            f"trajectory {TRAJECTORIES[j]})")
+                            f"trajectory {LABELS[j]})")
 
     def client_init(self, ctx):
         if ctx.global_lr != 1.0:
@@ -175,9 +175,9 @@ class FlowerStrategy(Algorithm):
                                "os.urandom?), so even the null pair would drift")
 
     def _skip(self, t: int, pair: int, j: int) -> None:
-        self.skipped.append((t + 1, pair, TRAJECTORIES[j]))
+        self.skipped.append((t + 1, pair, LABELS[j]))
         print(f"warning: {self.name} aggregated nothing at round {t + 1} (pair {pair}, trajectory "
-              f"{TRAJECTORIES[j]}): the model is kept (a skipped round)", file=sys.stderr)
+              f"{LABELS[j]}): the model is kept (a skipped round)", file=sys.stderr)
 
     def host_state(self):
         """The strategies, pickled into a uint8 tensor (a checkpoint holds tensors only)."""

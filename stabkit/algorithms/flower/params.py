@@ -89,8 +89,6 @@ def _coerce(label: str, f, value):
         return None
     if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if kind == "bool" and isinstance(value, str) and value.lower() in ("true", "false"):
-        value = value.lower() == "true"
     wanted = str if kind == "strategy" else {v: k for k, v in KINDS.items()}[kind]
     if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
         allowed = "the name of a Flower strategy" if kind == "strategy" else kind

@@ -13,7 +13,7 @@ from tests.helpers import cli
 
 pytest.importorskip("flwr")
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower_digits"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "flower_digits"
 FIX = "tests.flower_fixtures:"
 ARGS = ["--pairs", "2", "--rounds", "2", "--clients-per-round", "3", "--quiet"]
 
