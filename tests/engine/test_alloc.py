@@ -68,14 +68,14 @@ machine.apply()  # the entry points' policy, as the stabkit command applies it
 from stabkit import RunConfig
 from stabkit.engine import alloc
 from stabkit.run.experiment import PairedRun
+from stabkit.run.loop import run_rounds
 from benchmarks.workloads import image_task, _federation
 cfg = RunConfig(task="synthetic", model="fedavg_cnn", pairs=1, clients_per_round=6, local_steps=2, batch_size=4,
                 lr=0.05, rounds=3, constants=False, local_rounds=(), task_options=_federation(8, 8))
 run = PairedRun(cfg, task=image_task(8, 8, (3, 32, 32)))
 eng = run.engine
 assert 2 * eng.s * eng.x.shape[-1] * 4 >= 32 << 20  # the round's client tensors are large blocks
-for t in range(3):
-    rec = run.step()  # the round as a run steps it (the engine's own step is the loop's to call)
+rec = run_rounds(run).record  # the round loop (stabkit.run.loop), no callbacks: nothing written
 print(eng.x.double().sum().item().hex(), eng.discrepancy()[0].item().hex(), rec.theta_max[0].item().hex())
 print(alloc.keeps_freed_blocks())
 """

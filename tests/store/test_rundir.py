@@ -114,7 +114,7 @@ def test_kind_of_a_sweep_job_and_a_flower_app(tmp_path):
     job.write_files(result["files"])
     assert job.kind == SWEEP_JOB and job.format_version == FORMAT_VERSION and len(job.metrics()) == 2
     pytest.importorskip("flwr")
-    from stabkit.run.flwr_app import run_app
+    from stabkit.run.flwr_files import run_app
 
     run_app("tests.flower_fixtures:good_app", RunConfig(pairs=1, rounds=1, clients_per_round=2), tmp_path / "app")
     app = RunDir(tmp_path / "app")
