@@ -35,7 +35,7 @@ from stabkit_cli.sweep import CPUS_HELP, GPUS_HELP, GPUS_PLAN_HELP, SHIP_HELP, P
 @click.option("--no-top-up", is_flag=True, help="no top-up, whatever the suite's --ci-target")
 @click.option("--max-units", default=1024, show_default=True, type=int,
               help="with --ci-target: replicate units (seeds x pairs) per cell at most")
-@click.option("--tune", default=None, metavar="KEY=V1,V2,...[,NAME=...]",
+@click.option("--tune", default=None, metavar="KEY=V1,V2,...",
               help="tune KEY (lr, global_lr or hp.NAME) per algorithm and task over the grid: the point with the "
                    "best validation accuracy at T (validation split of the training clients; regression: loss), "
                    "ties to the smaller; a choice on the grid's edge is extended beyond it (the grid's ratio, at "
