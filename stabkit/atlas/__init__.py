@@ -3,7 +3,8 @@ with intervals (cells) and judged against each task's learning floor (floors), t
 frontier and the stability-generalisation link (link), the cells' display names (names), figures and a
 self-contained page (figures, page, templates/; sweeppage gives any sweep such a page), run as one resumable
 sweep (runner, estimate; on N GPUs: gpuplan) and topped up with more pairs where an interval is too wide (topup). Tuned, every
-algorithm runs at its own rate chosen on a validation split (tuning), the page shows that view first
+algorithm runs at its own rate (and momentum or proximal weight) chosen on a validation split (tuning), a
+choice on a grid's edge is extended beyond it (extend), the page shows that view first
 (tunedpage, views) with D_T at a matched accuracy (matched), and algorithms that are the same update at their
 defaults are measured once (aliases). Names are
 imported on first use (PEP 562): the CLI's start-up imports no torch through them.
