@@ -288,3 +288,15 @@ def test_a_tuned_atlas_of_one_algorithm_knows_each_jobs_algorithm(tmp_path):
     read = read_jobs(tmp_path)
     assert [(j.params["task"], j.params["algo"]) for j in read] == [("quadratic", "fedavg")] * 2
     assert choose(read, Tune("lr", (0.05, 0.15))) == {("quadratic", "fedavg"): {"lr": 0.05}}  # all -inf: the smaller
+
+
+def test_dry_run_projects_the_extensions(tmp_path, capsys):
+    """--dry-run prints the grid's jobs (FedAvgM's lr x beta product counted) and the extensions' cost: one
+    round is at most one job per (task, perturbation, algorithm), the worst case 4 such rounds; nothing runs."""
+    out = tmp_path / "atlas"
+    code, stdout, err = cli(["atlas", "--suite", "ci", "--algos", "fedavg,fedavgm", "--tune", "lr,fedavgm.beta=0.8,0.9",
+                             "--out", str(out), "--dry-run", "--workers", "1"], capsys)
+    assert code == 0, err
+    assert "(x 2 of hp.beta for fedavgm) (first seed) = 54 jobs" in stdout  # 6 x (3 + 3 x 2)
+    assert "each round at most 12 jobs" in stdout and "to the limit everywhere: 48 jobs" in stdout
+    assert not out.exists()
