@@ -117,9 +117,10 @@ def cell_edges(by_point: dict, tune: Tune, algo: str, limit: int = LIMIT) -> lis
     return out
 
 
-def choice_edges(jobs: list, tune: Tune) -> dict:
-    """``(task, algo) -> [Edge]`` of every cell's choice (see :func:`cell_edges`)."""
-    return {cell: cell_edges(by_point, tune, cell[1]) for cell, by_point in point_scores(jobs, tune).items()}
+def choice_edges(scores: dict, tune: Tune) -> dict:
+    """``(task, algo) -> [Edge]`` of every cell's choice (see :func:`cell_edges`), from
+    :func:`~stabkit.atlas.tuning.point_scores`."""
+    return {cell: cell_edges(by_point, tune, cell[1]) for cell, by_point in scores.items()}
 
 
 def matched_pending(cells, tune: Tune, chosen: dict, limit: int = LIMIT) -> dict:
@@ -143,11 +144,12 @@ def matched_pending(cells, tune: Tune, chosen: dict, limit: int = LIMIT) -> dict
 def pending_points(jobs: list, cells, tune: Tune) -> list:
     """``[(task, algo, point)]`` to run next: each choice's pending edges, then each curve's matched-level
     extension (the point: the chosen one with one coordinate moved)."""
-    from stabkit.atlas.tuning import choose
+    from stabkit.atlas.tuning import chosen_points
 
-    chosen = choose(jobs, tune)
+    scores = point_scores(jobs, tune)
+    chosen = chosen_points(scores, tune)
     out = []
-    for (task, algo), edges in choice_edges(jobs, tune).items():
+    for (task, algo), edges in choice_edges(scores, tune).items():
         for e in edges:
             if e.stop == "pending":
                 out.append((task, algo, {**chosen[(task, algo)], e.key: e.at}))
@@ -166,10 +168,9 @@ def extension_rows(spec: dict, pending: list) -> list:
             if row["task"] == task and row["algo"] == algo]
 
 
-def summary(jobs: list, tune: Tune) -> dict:
+def summary(edges: dict) -> dict:
     """Counts for the page and the closing line: (task, algorithm) choices, how many were extended (an edge
     side with a value tried beyond the grid), and what stopped each extended side."""
-    edges = choice_edges(jobs, tune)
     stops: dict = {}
     extended = 0
     for cell_edges_ in edges.values():

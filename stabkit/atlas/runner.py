@@ -25,7 +25,6 @@ from stabkit.atlas.tuning import (
     Tune,
     at_chosen,
     bind,
-    choose,
     grid_spec,
     parse_tune,
     point_text,
@@ -246,9 +245,10 @@ def _chosen(plan: AtlasPlan, grid_jobs: list, echo: Callable) -> tuple:
     if plan.tune is None:
         return plan.spec_dict, lambda cells: cells
     from stabkit.atlas.extend import choice_edges
+    from stabkit.atlas.tuning import chosen_points, point_scores
 
-    tune, chosen = plan.tune, choose(grid_jobs, plan.tune)
-    edges = choice_edges(grid_jobs, tune)
+    tune, scores = plan.tune, point_scores(grid_jobs, plan.tune)
+    chosen, edges = chosen_points(scores, tune), choice_edges(scores, tune)
     for task in [t.name for t in plan.suite.tasks]:
         picks = {a: p for (t, a), p in chosen.items() if t == task}
         stopped = sum(any(e.stop in ("limit", "range end", "pending") for e in edges[(task, a)]) for a in picks)

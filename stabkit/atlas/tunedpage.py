@@ -12,7 +12,7 @@ from stabkit.atlas.extend import LIMIT, choice_edges, summary
 from stabkit.atlas.figures import draw_stability_accuracy
 from stabkit.atlas.page import wide_markdown
 from stabkit.atlas.suites import POLICY, Suite, suite_spec_dict
-from stabkit.atlas.tuning import Tune, choose, shared_values
+from stabkit.atlas.tuning import Tune, chosen_points, point_scores, shared_values
 from stabkit.atlas.views import TUNED_COLUMNS, equal_view, grid_view, tuned_view
 from stabkit.store.atomic import atomic_write_csv, atomic_write_json, atomic_write_text
 from stabkit.store.outdir import FIGURES
@@ -32,13 +32,14 @@ def tuned_page(grid: pd.DataFrame, meta: dict, suite: Suite, grid_jobs: list, ou
     """``(tuned cells, extras, policy)`` for :func:`stabkit.atlas.page.write_page` from the cells of the
     whole grid and the grid pass's jobs (the choice is theirs alone)."""
     tune = Tune.from_dict(meta["tune"])
-    chosen, edges = choose(grid_jobs, tune), choice_edges(grid_jobs, tune)
+    scores = point_scores(grid_jobs, tune)
+    chosen, edges = chosen_points(scores, tune), choice_edges(scores, tune)
     shared = shared_values(suite_spec_dict(suite, meta["algos"]), tune)
     tuned, equal = tuned_view(grid, tune, chosen, edges), equal_view(grid, tune, shared)
     every = grid_view(grid, tune, chosen)
     atomic_write_csv(out / "grid.csv", every.drop(columns=["curve", "job_dirs"], errors="ignore")
                      .assign(jobs=every["jobs"].map(";".join)))
-    counts = summary(grid_jobs, tune)
+    counts = summary(edges)
     atomic_write_json(out / "extensions.json", {**counts, "edges": [
         {"task": t, "algo": a, "key": e.key, "side": e.side, "chosen": e.chosen, "stop": e.stop, "at": e.at,
          "steps": e.steps} for (t, a), es in edges.items() for e in es]})

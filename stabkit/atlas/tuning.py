@@ -21,6 +21,7 @@ topped up (:mod:`stabkit.atlas.topup`); the cells at the suite's shared value fo
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -177,8 +178,6 @@ def hp_defaults(algo: str) -> dict:
 
 def points(tune: Tune, algo: str) -> list:
     """Every point of the algorithm's grid (dicts key -> value), the product of its axes."""
-    import itertools
-
     axes = tune.axes(algo)
     return [dict(zip((a.key for a in axes), values)) for values in itertools.product(*(a.grid for a in axes))]
 
@@ -271,11 +270,13 @@ def best_point(by_point: dict, axes: tuple = ()) -> tuple:
 def choose(jobs: list, tune: Tune) -> dict:
     """``(task, algo) -> chosen point`` (key -> value): the point with the best mean validation score over the
     jobs of the grid pass and its extensions, ties toward the smaller."""
-    out = {}
-    for (task, algo), by_point in point_scores(jobs, tune).items():
-        keys = [a.key for a in tune.axes(algo)]
-        out[(task, algo)] = dict(zip(keys, best_point(by_point, tune.axes(algo))))
-    return out
+    return chosen_points(point_scores(jobs, tune), tune)
+
+
+def chosen_points(scores: dict, tune: Tune) -> dict:
+    """:func:`choose` from :func:`point_scores` already computed."""
+    return {(task, algo): dict(zip([a.key for a in tune.axes(algo)], best_point(by_point, tune.axes(algo))))
+            for (task, algo), by_point in scores.items()}
 
 
 def at_chosen(cells, chosen: dict):
