@@ -104,7 +104,7 @@ def estimate(sw, workers: int, gpus, gpus_per_job) -> None:
     printed from 2-round calibrations (:mod:`stabkit.atlas.estimate`); nothing is run or written."""
     from stabkit.atlas.estimate import projected_seconds
     from stabkit.atlas.gpuplan import projection_lines
-    from stabkit.sweep.runner import check_job_data
+    from stabkit.sweep.jobcheck import check_job_data
 
     jobs = sw.jobs()
     check_job_data(jobs)

@@ -144,8 +144,6 @@ class AtlasPlan:
 def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -> AtlasPlan:
     """Check everything about ``req`` before anything runs or is written (one line for the first problem)."""
     from stabkit.sweep import parse_spec
-    from stabkit.sweep.placement import check_requests
-    from stabkit.sweep.runner import check_job_data
 
     suite = scaled(get_suite(req.suite), req.seeds, req.pairs, req.perturbs)
     check_target(req.ci_target, req.max_units)
@@ -163,9 +161,7 @@ def plan_atlas(req: AtlasRequest, out: Path, executor, echo: Callable = print) -
     spec = parse_spec(run_dict, source=f"suite {suite.name}")
     jobs = spec.jobs()
     _check_same_sweep(out, spec)
-    check_requests(jobs, executor.resources)
-    if getattr(executor, "shares_files", True):
-        check_job_data(jobs)
+    executor.check(jobs)
     for dropped, kept in folded:
         echo(f"{dropped} is {kept} at the defaults (the same update, bit for bit): measured once, as {kept}")
     meta = {"suite": suite.name, "algos": names, "description": suite.description, "command": req.command,

@@ -1,5 +1,5 @@
 """Sweeps: grids of paired runs (spec, one job each: job), their state (manifest), one sweep per directory
-at a time (lock), where they run (executors; the GPUs and CPUs each job holds and where it ran: placement; the
+at a time (lock), where they run (executors, which check each job on its data before any runs: jobcheck; the GPUs and CPUs each job holds and where it ran: placement; the
 tasks' arrays sent through Ray's object store: shipping), the driver (runner) and the combined tables and figures
 (report), and each finished job's TensorBoard events (tensorboard). The names are imported on first use (PEP 562), so the CLI's start-up does not import torch through
 them.

@@ -16,8 +16,12 @@
   after its retries is left pending, so that re-running the sweep runs it. With ``ship_data`` the jobs read
   their task's arrays from Ray's object store (:mod:`stabkit.sweep.shipping`). Ray is imported only here.
 
-Both check, when the sweep starts and before anything is written (:meth:`session`), that every job fits on
-some node (:func:`stabkit.sweep.placement.plan_gpus`). ``on_start(job_id)`` is called when a job is handed to
+Both check the jobs before anything is written: :meth:`check` refuses a job whose requests no node could
+meet and, where the workers read this machine's files (the local executor; Ray on ``auto`` or ``local``, or
+with ``ship_data``, whose arrays are built here), each job against its data as ``stabkit pair`` checks a run
+(:mod:`stabkit.sweep.jobcheck`); a remote cluster's workers read their own files, so their data is not checked
+here. When the sweep starts (:meth:`session`) they check that every job fits on some node
+(:func:`stabkit.sweep.placement.plan_gpus`). ``on_start(job_id)`` is called when a job is handed to
 a worker, for progress reporting.
 """
 from __future__ import annotations
@@ -35,7 +39,8 @@ from stabkit.errors import ConfigError, require
 from stabkit.extras import require_extra
 from stabkit.sweep import EXECUTORS
 from stabkit.sweep.job import execute_job
-from stabkit.sweep.placement import Node, Resources, plan_gpus, this_machine
+from stabkit.sweep.jobcheck import check_job_data
+from stabkit.sweep.placement import Node, Resources, check_requests, plan_gpus, this_machine
 
 CONNECT_TIMEOUT_S = 3.0  # a cluster address that does not answer within this is refused before the sweep starts
 SYSTEM_RETRIES = 2  # a job whose worker or node dies is run again on another node at most this many times
@@ -47,8 +52,12 @@ class LocalExecutor:
     def __init__(self, workers: int = 1, resources: Resources = Resources()):
         require(isinstance(workers, int) and workers >= 1, "workers", workers, "a positive integer")
         self.workers, self.resources = workers, resources
-        self.shares_files = True
         self._gpus: dict = {}
+
+    def check(self, jobs: list) -> None:
+        """Refuse a job that asks for a GPU it may not hold, or that fails its run's checks on its data."""
+        check_requests(jobs, self.resources)
+        check_job_data(jobs)
 
     @contextmanager
     def session(self, jobs: list):
@@ -130,9 +139,15 @@ class RayExecutor:
         elif address != "local":
             _check_reachable(address)
         self.address, self.resources, self.ship_data = address, resources, ship_data
-        self.shares_files = address in ("auto", "local")  # a remote cluster may hold data we do not see
         self._gpus: dict = {}
         self._shipped: dict = {}
+
+    def check(self, jobs: list) -> None:
+        """Refuse a job that asks for a GPU it may not hold and, where the workers read this machine's files
+        or the arrays are shipped from here, one that fails its run's checks on its data."""
+        check_requests(jobs, self.resources)
+        if self.address in ("auto", "local") or self.ship_data:  # a remote cluster's nodes hold their own data
+            check_job_data(jobs)
 
     @contextmanager
     def session(self, jobs: list):

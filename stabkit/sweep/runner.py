@@ -8,11 +8,11 @@ or diverges is recorded as ``failed`` with its message (its metrics up to the di
 sweep goes on; a full disk stops it with one line. A job an executor lost with its node (after its retries) is
 left ``pending`` with the reason, so that re-running the sweep runs it.
 
-Before anything is written, every job is also checked against its data as ``stabkit pair`` checks a run
-(data files present and well-formed, batch size, memory), each distinct task built once: a sweep whose
-data is missing fails at once, not job by job. Executors whose workers do not share this machine's files
-(a remote Ray cluster) skip the data check. The executor then checks that every job fits on one of its
-nodes (GPUs, CPUs: :mod:`stabkit.sweep.placement`), still before anything is written.
+Before anything is written, the executor checks the jobs (:meth:`~stabkit.sweep.executors.LocalExecutor.check`):
+what each asks of a node, and, where its workers read this machine's files, each job against its data as
+``stabkit pair`` checks a run (:mod:`stabkit.sweep.jobcheck`), so a sweep whose data is missing fails at once,
+not job by job; its session then checks that every job fits on one of its nodes (GPUs, CPUs:
+:mod:`stabkit.sweep.placement`), still before anything is written.
 """
 from __future__ import annotations
 
@@ -23,15 +23,12 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from stabkit.config.runconfig import RunConfig
-from stabkit.errors import ConfigError
 from stabkit.store.atomic import atomic_write_json
 from stabkit.store.fserrors import undone_on_fs_error
 from stabkit.store.outdir import check_writable, prepare_dir
 from stabkit.store.rundir import RunDir
 from stabkit.sweep.lock import sweep_lock
 from stabkit.sweep.manifest import Manifest, short_summary
-from stabkit.sweep.placement import check_requests
 from stabkit.sweep.spec import SweepSpec
 
 
@@ -40,9 +37,7 @@ def run_sweep(spec: SweepSpec, out, executor, force: bool = False, retry_failed:
     """Run every unfinished job of ``spec`` into ``out``; ``progress(event, job_id, manifest, info)``."""
     check_writable(out)  # a --out that is a file or read-only is refused before the jobs are checked
     jobs = spec.jobs()  # validates every job before anything is written
-    check_requests(jobs, executor.resources)
-    if getattr(executor, "shares_files", True):
-        check_job_data(jobs)
+    executor.check(jobs)  # each job's requests, and its data where the workers read this machine's files
     with executor.session(jobs), undone_on_fs_error(out, keep=lambda: has_finished_jobs(out)):
         root = prepare_dir(out)  # (nothing finished: nothing worth keeping)
         with sweep_lock(root):
@@ -76,36 +71,6 @@ def _drive(spec, jobs, root, executor, force, retry_failed, progress) -> Manifes
         _store(manifest, job_id, result)
         report("finished", job_id, manifest, result)
     return manifest
-
-
-def check_job_data(jobs: list) -> None:
-    """Check every job on its task (built once per distinct task and options), a plug-in algorithm's hooks
-    on a round of its first job per task and hyperparameters, exactly as ``stabkit pair`` tries them; a
-    one-line error names the job."""
-    from stabkit.algorithms import is_builtin
-    from stabkit.run.assembly import try_plugin_round  # imported on use: torch
-    from stabkit.run.preflight import build_checked_task, check_run
-
-    by_task: dict = {}
-    checked = set()  # jobs that differ only in their seed are checked once: nothing checked here reads it
-    for job in jobs:
-        same = json.dumps({k: v for k, v in job.config.items() if k != "seed"}, sort_keys=True, default=str)
-        if same not in checked:
-            checked.add(same)
-            cfg = RunConfig.from_dict(job.config)
-            by_task.setdefault((cfg.task, cfg.task_options), []).append((job, cfg))
-    for group in by_task.values():
-        task, tried = None, set()
-        for job, cfg in group:
-            try:
-                task = task or build_checked_task(cfg)
-                check_run(cfg, task)
-                plugin = (cfg.algo, json.dumps(cfg.hp, sort_keys=True, default=str))
-                if not is_builtin(cfg.algo) and plugin not in tried:
-                    tried.add(plugin)
-                    try_plugin_round(cfg, task)  # builds the run and tries its hooks on round 1; writes nothing
-            except ConfigError as e:
-                raise ConfigError(f"{e} (sweep job {job.id})") from None
 
 
 def lost_jobs(manifest: Manifest) -> dict:

@@ -8,7 +8,7 @@ import pytest
 from stabkit.config.runconfig import RunConfig
 from stabkit.errors import ConfigError
 from stabkit.run.preflight import build_checked_task, check_run, preflight
-from stabkit.sweep.runner import check_job_data
+from stabkit.sweep.jobcheck import check_job_data
 from stabkit.sweep.spec import Job
 from tests.test_layers import ROOT, _graph
 
@@ -26,7 +26,7 @@ def _reaches(graph: dict, start: str) -> set:
     return seen
 
 
-@pytest.mark.parametrize("validator", ["stabkit.run.preflight", "stabkit.sweep.runner"])
+@pytest.mark.parametrize("validator", ["stabkit.run.preflight", "stabkit.sweep.jobcheck", "stabkit.sweep.runner"])
 def test_job_validation_does_not_import_the_round_loop(validator):
     """Every import, deferred ones included, followed transitively from the modules that check jobs (the
     sweep's driver checks its jobs; executing them is ``stabkit.sweep.job``'s, which does reach the loop)."""
@@ -36,10 +36,13 @@ def test_job_validation_does_not_import_the_round_loop(validator):
 
 
 def test_the_atlas_checks_its_jobs_with_the_sweeps_check():
-    tree = ast.parse((ROOT / "stabkit" / "atlas" / "runner.py").read_text())
-    run_atlas = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "plan_atlas")
-    imports = {(n.module, a.name) for n in ast.walk(run_atlas) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert ("stabkit.sweep.runner", "check_job_data") in imports
+    """The atlas's plan and the sweep's driver both hand their jobs to the executor's ``check``."""
+    for path, function in [(("atlas", "runner.py"), "plan_atlas"), (("sweep", "runner.py"), "run_sweep")]:
+        tree = ast.parse((ROOT / "stabkit" / path[0] / path[1]).read_text())
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+        calls = {n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "executor"}
+        assert "check" in calls, function
 
 
 def test_paired_run_is_at_most_150_lines():

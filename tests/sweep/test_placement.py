@@ -38,6 +38,31 @@ def test_a_job_is_planned_only_on_a_node_that_fits_it():
         plan_gpus(cuda, Resources(), [Node("head", 0, 8)])
 
 
+def test_an_executor_checks_the_data_only_where_its_workers_read_this_machines_files():
+    """The local executor and Ray on ``local``/``auto`` or with ``ship_data`` (arrays built here) refuse a job
+    that fails its run's checks; a remote cluster's nodes read their own files, so only the requests are
+    checked. ``check`` opens no connection: the executors are built without the constructor's reachability
+    check."""
+    jobs = parse_spec({"base": dict(BASE, samples_per_client=10, batch_size=11), "product": {"seed": [0]}}).jobs()
+    bad_batch = r"^invalid batch_size=11: .*\(sweep job seed=0\)$"
+    with pytest.raises(ConfigError, match=bad_batch):
+        make_executor("local").check(jobs)
+
+    def ray(address, ship_data=False):
+        ex = object.__new__(executors.RayExecutor)
+        ex.address, ex.resources, ex.ship_data = address, Resources(), ship_data
+        return ex
+
+    for checked in (ray("local"), ray("auto"), ray("127.0.0.1:1", ship_data=True)):
+        with pytest.raises(ConfigError, match=bad_batch):
+            checked.check(jobs)
+    ray("127.0.0.1:1").check(jobs)  # a remote cluster: its own data, not checked here
+    remote = ray("127.0.0.1:1")
+    remote.resources = Resources(gpus=0)
+    with pytest.raises(ConfigError, match=r"invalid gpus_per_job=0: sweep job seed=0 runs on device 'cuda'"):
+        remote.check(parse_spec({"base": dict(BASE, device="cuda"), "product": {"seed": [0]}}).jobs())
+
+
 @pytest.mark.parametrize("share,gpus,expected", [
     (1.0, 4, [[0], [1], [2], [3]]),          # one GPU a worker, round-robin
     (0.5, 2, [[0], [1], [0], [1]]),          # two workers a GPU
