@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
-# config.json entries that describe the run's circumstances, not its setting
-IGNORED = ("versions", "device_used", "d", "n_min", "label", "device", "hp_resolved")
+# config.json entries that describe the run's circumstances, not its setting, and ``algo_spec``, which restates
+# the ``algo``, ``hp``, ``ri_beta`` and ``wrap`` entries the labels read
+IGNORED = ("versions", "device_used", "d", "n_min", "label", "device", "hp_resolved", "algo_spec")
 
 
 def _flat(config: dict, prefix: str = "") -> dict:

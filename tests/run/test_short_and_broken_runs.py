@@ -142,3 +142,6 @@ def test_distinct_labels_show_what_differs():
     assert distinct_labels([a, b]) == ["fedavg lr=0.1", "fedavg lr=0.05"]
     assert distinct_labels([a, c]) == ["fedavg beta=default", "fosm beta=0.5"]
     assert distinct_labels([a]) == ["fedavg"]
+    cfgs = [RunConfig.from_dict({"algo": algo, "task": "quadratic"}) for algo in ("fedsagd", "fedavg")]
+    recorded = [{**c.to_dict(), "algo_spec": c.algo_spec.to_dict()} for c in cfgs]  # as config.json records them
+    assert distinct_labels(recorded) == ["fedsagd", "fedavg"]  # the spec restates algo and hp: named once
