@@ -10,6 +10,7 @@ import torch
 
 from stabkit import RunConfig, TaskOptions
 from stabkit.engine.determinism import deterministic
+from stabkit.run import loop
 from stabkit.run.experiment import PairedRun, resume_pair
 from stabkit.run.loop import TIMERS, EngineRounds, RunState, Timers, run_rounds
 
@@ -75,16 +76,19 @@ def test_a_callbacks_failure_ends_the_run_failed_with_the_rounds_before_kept(tmp
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["status"] == "failed"
 
 
-def test_timers_add_what_a_block_takes_and_the_wall_clock_only_while_running():
-    timers = Timers({"eval_s": 1.0})
+def test_timers_add_what_a_block_takes_and_the_wall_clock_only_while_running(monkeypatch):
+    clock = [100.0]  # a clock the test moves: the accounts are exact sums of what it moved
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: clock[0])
+    timers = Timers({"eval_s": 1.0})  # continued from a checkpoint's accounts
     with timers.timed("eval_s"):
-        pass
-    assert list(timers.as_dict()) == list(TIMERS) and timers["eval_s"] >= 1.0 and timers["wall_s"] == 0.0
+        clock[0] += 0.25
+    assert list(timers.as_dict()) == list(TIMERS) and timers["eval_s"] == 1.25 and timers["wall_s"] == 0.0
     with timers.running():
-        inside = timers["wall_s"]
-    assert 0.0 <= inside <= timers["wall_s"]
-    after = timers["wall_s"]
-    assert timers["wall_s"] == after  # stopped
+        clock[0] += 2.0
+        assert timers["wall_s"] == 2.0  # a checkpoint taken mid-run records the wall time so far
+        clock[0] += 1.0
+    clock[0] += 5.0  # after the session: not counted
+    assert timers["wall_s"] == 3.0 and timers["eval_s"] == 1.25
 
 
 def test_the_time_accounts_have_one_owner():
