@@ -77,11 +77,22 @@ def _events(tensorboard, out: Path) -> list:
 
 def _report(out: Path, desc: str, rounds: int, quiet: bool, events: list, run) -> None:
     """``run(progress)`` under a progress bar, then the summary line; exit 1 (diverged), 2 (failed, one line) or
-    130 (interrupted), the rounds before kept."""
+    130 (interrupted), the rounds before kept. The bar opens with the first round done, so that a run refused
+    before it (round 1's checks, a damaged checkpoint) prints its one line alone."""
     from tqdm import tqdm
 
-    with tqdm(total=rounds, unit="round", disable=quiet, dynamic_ncols=True, desc=desc) as bar:
-        summary = run(lambda t: bar.update(t - bar.n))
+    bars: list = []
+
+    def progress(t: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=rounds, unit="round", disable=quiet, dynamic_ncols=True, desc=desc))
+        bars[0].update(t - bars[0].n)
+
+    try:
+        summary = run(progress)
+    finally:
+        for bar in bars:
+            bar.close()
     for cb in events:
         click.echo(f"tensorboard: {cb.written}")
     done = summary["rounds_done"]

@@ -140,26 +140,17 @@ def resume_app(out, rounds: Optional[int] = None, progress: Optional[Callable] =
     return _run(run, AppFiles(out, log=log), progress, callbacks)
 
 
+APP_KEYS = ("round", "rounds", "metrics_rows", "app", "times", "fingerprint")  # what an app run's checkpoint holds
+
+
 def _checkpoint(out: Path, config: dict, rounds: int) -> dict:
     """The app run's checkpoint, refused in one line unless readable, of this run and within ``rounds``."""
-    import torch
+    from stabkit.run.resume_check import load_checkpoint  # imported on use: torch
 
-    from stabkit.store.checkpoint import FORMAT
-
-    where = f"invalid resume={str(out)!r}"
-    path = RunDir(out).file(RunDir.CHECKPOINT)
-    if not path.is_file():
-        raise ConfigError(f"{where}: no {path.name} there (the run stopped before its first round); start it "
-                          "again with --overwrite")
-    try:
-        ck = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated zip, foreign pickle, a torn file
-        raise ConfigError(f"{where}: {path.name} is unreadable or damaged ({type(e).__name__}); nothing was "
-                          "changed (start the run again with --overwrite)") from None
-    if not isinstance(ck, dict) or ck.get("format") != FORMAT or "app" not in ck:
-        raise ConfigError(f"{where}: {path.name} is not an app run's checkpoint of this stabkit; nothing was changed")
+    ck = load_checkpoint(out, "cpu", APP_KEYS, before="its first round")
     if ck["fingerprint"] != {k: config.get(k) for k in ck["fingerprint"]}:
-        raise ConfigError(f"{where}: {RunDir.CONFIG} was edited since the checkpoint; nothing was changed")
+        raise ConfigError(f"invalid resume={str(out)!r}: {RunDir.CONFIG} was edited since the checkpoint; nothing "
+                          "was changed")
     if ck["round"] > rounds:
         raise ConfigError(f"invalid rounds={rounds}: at least the checkpoint's {ck['round']} rounds")
     return ck

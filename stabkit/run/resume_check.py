@@ -53,7 +53,7 @@ def read_checkpoint(out, cfg) -> dict:
     checks that need no built run, made before the run is built (a changed experiment is refused in the time
     a checkpoint takes to read, not a task and a model to build)."""
     problem = _Problem(Path(out))
-    ck = _load(Path(out), torch.device("cpu"), problem)
+    ck = load_checkpoint(Path(out), torch.device("cpu"))
     _check_experiment(ck, cfg, problem)
     return ck
 
@@ -66,7 +66,7 @@ def checked_checkpoint(run, out, ck: dict | None = None) -> dict:
     out = Path(out)
     problem = _Problem(out)
     if ck is None or run.device.type != "cpu":
-        ck = _load(out, run.device, problem)
+        ck = load_checkpoint(out, run.device)
     _check_experiment(ck, run.cfg, problem)
     _check_state(ck, run, problem)
     _check_metrics(out, ck, run.cfg.pairs, problem)
@@ -95,11 +95,16 @@ class _Problem:
         raise ConfigError(f"invalid resume={str(self.out)!r}: {what}; nothing was changed ({fix})")
 
 
-def _load(out: Path, device, problem) -> dict:
+def load_checkpoint(out: Path, device, keys: tuple = KEYS,
+                    before: str = "its first checkpoint, or ran with --checkpoint-every 0") -> dict:
+    """The checkpoint of the run directory ``out`` read onto ``device``, refused in one line (nothing changed)
+    unless it is there (else the run stopped ``before`` it was written), readable, of this stabkit's format,
+    and holds ``keys`` (a paired run's :data:`KEYS`, or an app run's)."""
+    problem = _Problem(out)
     path = checkpoint_path(out)
     if not path.is_file():
-        raise ConfigError(f"invalid resume={str(out)!r}: no {NAME} there (the run stopped before its first "
-                          f"checkpoint, or ran with --checkpoint-every 0); start it again with --overwrite")
+        raise ConfigError(f"invalid resume={str(out)!r}: no {NAME} there (the run stopped before {before}); start "
+                          "it again with --overwrite")
     if path.stat().st_size == 0:
         problem(f"{NAME} is empty (0 bytes)")
     try:
@@ -111,7 +116,7 @@ def _load(out: Path, device, problem) -> dict:
     if ck.get("format") != FORMAT:
         problem(f"{NAME} has format {ck.get('format')!r}, this stabkit reads format {FORMAT}",
                 "resume it with the stabkit that wrote it, or start the run again with --overwrite")
-    missing = [k for k in KEYS if k not in ck]
+    missing = [k for k in keys if k not in ck]
     if missing:
         problem(f"{NAME} lacks {', '.join(missing)}")
     return ck

@@ -158,3 +158,18 @@ def test_an_app_runs_resume_takes_only_rounds_and_refuses_an_edited_config(tmp_p
     code, _, err = cli(["pair", "--resume", str(tmp_path / "r"), "--rounds", "3"], capsys)
     assert code == 2 and "config.json was edited since the checkpoint; nothing was changed" in err
     assert (tmp_path / "r" / "metrics.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda p: p.write_bytes(p.read_bytes()[:200]), "checkpoint.pt is unreadable, truncated or damaged"),
+    (lambda p: p.write_bytes(b""), "checkpoint.pt is empty (0 bytes)"),
+    (lambda p: p.unlink(), "no checkpoint.pt there (the run stopped before its first round)"),
+])
+def test_an_app_runs_damaged_checkpoint_is_refused_as_a_paired_runs_is(tmp_path, capsys, damage, needle):
+    """An app run's checkpoint is read by the paired runs' loader: the same one-line refusals, nothing changed."""
+    run_app(f"{FIX}good_app", RunConfig(pairs=1, rounds=2, clients_per_round=2, perturb="none"), tmp_path / "r")
+    before = (tmp_path / "r" / "metrics.csv").read_bytes()
+    damage(tmp_path / "r" / "checkpoint.pt")
+    code, _, err = cli(["pair", "--resume", str(tmp_path / "r"), "--rounds", "3"], capsys)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "r" / "metrics.csv").read_bytes() == before
